@@ -1,0 +1,91 @@
+"""What every engine spec describes: how to launch it, when it is ready, how it stops.
+
+A spec is pure description. It never starts a process (``server.py`` does) and never imports
+pytest, so a dry run can print exactly what would be started.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What the user asked for, engine-neutral."""
+
+    model: str
+    port: int
+    host: str = "127.0.0.1"
+    engine_args: tuple[str, ...] = ()
+    executable: str | None = None  # --engine-bin: a non-default executable
+    config_dir: Path | None = None  # where a spec may write generated config files
+    endpoint: str | None = None  # only for the external engine: the server's URL
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Exactly what will be started: argv, extra environment, files written first."""
+
+    argv: tuple[str, ...]
+    base_url: str  # OpenAI-compatible API root, without the /v1 suffix
+    health_url: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[Path, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RequestQuirks:
+    """How to phrase a request so that every engine produces the lengths we ask for."""
+
+    chat_max_tokens_field: str = "max_completion_tokens"
+    supports_ignore_eos: bool = True
+    supports_min_tokens: bool = True
+
+
+# Exit statuses after a stop *we* asked for. Popen reports death by signal N as -N.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
+COMMON_NORMAL_STOP_CODES: frozenset[int] = frozenset(
+    {0} | {-int(s) for s in _STOP_SIGNALS} | {128 + int(s) for s in _STOP_SIGNALS}
+)
+
+
+class EngineSpec:
+    """Base class of the engine descriptions; subclasses override what differs."""
+
+    name: ClassVar[str]
+    display_name: ClassVar[str]
+    starts_server: ClassVar[bool] = True
+    health_path: ClassVar[str] = "/health"
+    ready_log_line: ClassVar[str | None] = None
+    normal_stop_codes: ClassVar[frozenset[int]] = COMMON_NORMAL_STOP_CODES
+    quirks: ClassVar[RequestQuirks] = RequestQuirks()
+    # Path of a server endpoint that answers JSON with the engine's version, if there is one.
+    version_path: ClassVar[str | None] = None
+
+    def plan(self, request: LaunchRequest) -> LaunchPlan:
+        raise NotImplementedError
+
+    def is_ready(self, status_code: int, body: str) -> bool:
+        """Whether a response from the health URL means 'serving'. 200 for most engines."""
+        del body
+        return status_code == 200
+
+    def parse_version(self, body: str) -> str | None:
+        """Read the version from the body that ``version_path`` returned."""
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None
+        value = data.get("version") if isinstance(data, dict) else None
+        return str(value) if value else None
+
+    @staticmethod
+    def urls(host: str, port: int, health_path: str) -> tuple[str, str]:
+        shown_host = f"[{host}]" if ":" in host else host
+        base = f"http://{shown_host}:{port}"
+        return base, base + health_path

@@ -1,0 +1,155 @@
+"""Workload profiles: what one measured run sends, by name.
+
+A profile is the workload half of a `vllm bench serve` command line. The built-in ones are the
+seed documents' five cases (plus the 910B document's ShareGPT at concurrency 4); users add or
+replace profiles with a YAML file of the same shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_llmperf.errors import ProfileError
+
+DATASETS = ("random", "sharegpt")
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+BUILTIN_FILE = "profiles.yaml"
+
+
+@dataclass(frozen=True)
+class WorkloadProfile:
+    name: str
+    dataset: str
+    num_prompts: int
+    input_len: int | None = None  # random only
+    output_len: int | None = None  # random: required; sharegpt: None means "from the data"
+    seed: int = 42
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    endpoint: str = "/v1/chat/completions"
+    range_ratio: float = 0.0
+    description: str = ""
+
+    def scaled(self, num_prompts: int | None) -> WorkloadProfile:
+        """The same workload with fewer (or more) prompts; recorded as such in results."""
+        if num_prompts is None or num_prompts == self.num_prompts:
+            return self
+        return dataclasses.replace(self, num_prompts=num_prompts)
+
+    def workload(self) -> dict[str, Any]:
+        """The definition stored next to a baseline; a baseline only applies to an equal one."""
+        return {
+            "dataset": self.dataset,
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "num_prompts": self.num_prompts,
+            "seed": self.seed,
+            "request_rate": "inf" if math.isinf(self.request_rate) else self.request_rate,
+            "burstiness": self.burstiness,
+            "max_concurrency": self.max_concurrency,
+            "endpoint": self.endpoint,
+            "range_ratio": self.range_ratio,
+        }
+
+
+_FIELDS = {f.name for f in dataclasses.fields(WorkloadProfile)} - {"name"}
+
+
+def _positive_int(source: str, name: str, key: str, value: Any, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ProfileError(
+            f"{source}: profile {name!r}: {key} must be a positive integer, got {value!r}"
+        )
+
+
+def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{source}: profile {name!r} must be a mapping of settings")
+    unknown = sorted(set(raw) - _FIELDS)
+    if unknown:
+        raise ProfileError(
+            f"{source}: profile {name!r}: unknown key(s) {', '.join(unknown)}; "
+            f"valid keys are {', '.join(sorted(_FIELDS))}"
+        )
+    data = dict(raw)
+    if data.get("dataset") not in DATASETS:
+        raise ProfileError(
+            f"{source}: profile {name!r}: dataset must be one of {', '.join(DATASETS)}, "
+            f"got {data.get('dataset')!r}"
+        )
+    if data.get("endpoint", ENDPOINTS[0]) not in ENDPOINTS:
+        raise ProfileError(
+            f"{source}: profile {name!r}: endpoint must be one of {', '.join(ENDPOINTS)}"
+        )
+    _positive_int(source, name, "num_prompts", data.get("num_prompts"), optional=False)
+    _positive_int(source, name, "max_concurrency", data.get("max_concurrency"), optional=True)
+    random_dataset = data["dataset"] == "random"
+    _positive_int(source, name, "input_len", data.get("input_len"), optional=not random_dataset)
+    _positive_int(source, name, "output_len", data.get("output_len"), optional=not random_dataset)
+    rate = data.get("request_rate", math.inf)
+    if rate in ("inf", "infinity"):
+        rate = math.inf
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0:
+        raise ProfileError(
+            f"{source}: profile {name!r}: request_rate must be a positive number or 'inf'"
+        )
+    data["request_rate"] = float(rate)
+    burstiness = data.get("burstiness", 1.0)
+    if not isinstance(burstiness, (int, float)) or burstiness <= 0:
+        raise ProfileError(f"{source}: profile {name!r}: burstiness must be positive")
+    ratio = data.get("range_ratio", 0.0)
+    if not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
+        raise ProfileError(f"{source}: profile {name!r}: range_ratio must be in [0, 1)")
+    return WorkloadProfile(name=name, **data)
+
+
+def parse_profiles(text: str, source: str) -> dict[str, WorkloadProfile]:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ProfileError(f"{source}{where}: not valid YAML: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("profiles"), dict):
+        raise ProfileError(f"{source}: expected a top-level 'profiles:' mapping of name → settings")
+    return {str(name): _build(source, str(name), raw) for name, raw in document["profiles"].items()}
+
+
+def builtin_profiles() -> dict[str, WorkloadProfile]:
+    text = resources.files(__package__).joinpath(BUILTIN_FILE).read_text(encoding="utf-8")
+    return parse_profiles(text, f"built-in {BUILTIN_FILE}")
+
+
+def load_profiles(extra_files: list[Path] | tuple[Path, ...] = ()) -> dict[str, WorkloadProfile]:
+    """Built-in profiles, then each user file in order (a later definition wins)."""
+    profiles = builtin_profiles()
+    for path in extra_files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProfileError(
+                f"cannot read profiles file {path} (ini llmperf_profiles): {exc.strerror}"
+            ) from None
+        profiles.update(parse_profiles(text, str(path)))
+    return profiles
+
+
+def select(profiles: dict[str, WorkloadProfile], names: list[str]) -> list[WorkloadProfile]:
+    """Profiles by name, in the order given; an unknown name lists the valid ones."""
+    unknown = [name for name in names if name not in profiles]
+    if unknown:
+        raise ProfileError(
+            f"unknown profile(s) {', '.join(repr(n) for n in unknown)} (--llmperf-profile); "
+            f"valid profiles are {', '.join(profiles)}"
+        )
+    return [profiles[name] for name in names]

@@ -1,0 +1,294 @@
+"""EngineServer: start an engine in its own process group, wait until it serves, stop it.
+
+The rules come from how real engines behave: vLLM, SGLang and MindIE start children that must
+die with the parent, so the server runs in a new session and is killed by process group; an
+engine that exits during start-up must fail the run within seconds, not at the timeout; and
+exit codes that follow a stop we asked for are not crashes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
+from pytest_llmperf.errors import EngineDiedError, EngineStartError
+
+LOG_TAIL_LINES = 20
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM when the process that started us dies.
+
+    A pytest that is SIGKILLed runs no teardown; this makes the engine shut itself down
+    (and vLLM then takes its own children with it) instead of serving on forever.
+    """
+    os.setsid()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, process group) of a live process, from /proc."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return fields[0], int(fields[1]), int(fields[2])
+
+
+def _all_pids() -> Iterator[int]:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            yield int(entry)
+
+
+def group_members(pgid: int) -> set[int]:
+    """Live (non-zombie) processes of a process group."""
+    members = set()
+    for pid in _all_pids():
+        stat = _proc_stat(pid)
+        if stat and stat[2] == pgid and stat[0] != "Z":
+            members.add(pid)
+    return members
+
+
+def descendants(root: int) -> set[int]:
+    """Live processes below ``root``, also those that moved to a process group of their own."""
+    children: dict[int, list[int]] = {}
+    for pid in _all_pids():
+        stat = _proc_stat(pid)
+        if stat and stat[0] != "Z":
+            children.setdefault(stat[1], []).append(pid)
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def tail_lines(path: Path, count: int = LOG_TAIL_LINES) -> str:
+    try:
+        with path.open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - 64 * 1024))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-count:])
+
+
+class EngineServer:
+    """One engine process (group) for one session; a context manager."""
+
+    def __init__(
+        self,
+        spec: EngineSpec,
+        plan: LaunchPlan,
+        log_path: Path,
+        *,
+        startup_timeout: float = 900.0,
+        stop_grace: float = 30.0,
+        poll_interval: float = 0.25,
+    ) -> None:
+        self.spec = spec
+        self.plan = plan
+        self.log_path = log_path
+        self.startup_timeout = startup_timeout
+        self.stop_grace = stop_grace
+        self.poll_interval = poll_interval
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._known_pids: set[int] = set()
+        self.exit_code: int | None = None
+        self.stopped_on_request = False
+
+    @property
+    def base_url(self) -> str:
+        return self.plan.base_url
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    # -- start ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Launch the process; returns at once. ``wait_ready`` blocks until it serves."""
+        for path, content in self.plan.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.plan.env}
+        with self.log_path.open("ab") as log:
+            try:
+                self._proc = subprocess.Popen(
+                    list(self.plan.argv),  # an argv list: never through a shell
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - needed for setsid + pdeathsig
+                )
+            except FileNotFoundError:
+                raise EngineStartError(
+                    f"{self.spec.display_name}: executable {self.plan.argv[0]!r} not found; "
+                    f"install the engine or point --llmperf-engine-bin at it"
+                ) from None
+            except PermissionError as exc:
+                raise EngineStartError(
+                    f"{self.spec.display_name}: cannot execute {self.plan.argv[0]!r}: {exc}"
+                ) from None
+
+    def wait_ready(self) -> None:
+        """Poll the health URL until the engine serves; fail fast if it exits first."""
+        assert self._proc is not None, "start() first"
+        deadline = time.monotonic() + self.startup_timeout
+        last_problem = "no answer yet"
+        with httpx.Client(timeout=5.0, trust_env=False) as client:
+            while True:
+                self._remember_pids()
+                code = self._proc.poll()
+                if code is not None:
+                    self.exit_code = code
+                    self._reap_group()
+                    raise EngineStartError(
+                        f"{self.spec.display_name} exited with code {code} during start-up "
+                        f"(log: {self.log_path}); last lines:\n{tail_lines(self.log_path)}"
+                    )
+                try:
+                    response = client.get(self.plan.health_url)
+                    if self.spec.is_ready(response.status_code, response.text):
+                        return
+                    last_problem = f"{self.plan.health_url} answered {response.status_code}"
+                except httpx.HTTPError as exc:
+                    last_problem = f"{self.plan.health_url}: {type(exc).__name__}"
+                if time.monotonic() >= deadline:
+                    self.stop()
+                    raise EngineStartError(
+                        f"{self.spec.display_name} was not ready after "
+                        f"{self.startup_timeout:.0f} s ({last_problem}); raise "
+                        f"--llmperf-startup-timeout if the model is large. Log {self.log_path}, "
+                        f"last lines:\n{tail_lines(self.log_path)}"
+                    )
+                time.sleep(self.poll_interval)
+
+    def check_alive(self) -> None:
+        """Raise ``EngineDiedError`` with the log tail if the engine is gone."""
+        if self._proc is None:
+            raise EngineDiedError(f"{self.spec.display_name} was never started")
+        code = self._proc.poll()
+        if code is not None and not self.stopped_on_request:
+            self.exit_code = code
+            raise EngineDiedError(
+                f"{self.spec.display_name} engine exited with code {code} while the session "
+                f"still needed it (log: {self.log_path}); last lines:\n"
+                f"{tail_lines(self.log_path)}"
+            )
+
+    def version(self) -> str | None:
+        """The engine's version as its server reports it, if it has a way to."""
+        if not self.spec.version_path:
+            return None
+        try:
+            response = httpx.get(self.base_url + self.spec.version_path, timeout=5.0,
+                                 trust_env=False)
+        except httpx.HTTPError:
+            return None
+        return self.spec.parse_version(response.text) if response.status_code == 200 else None
+
+    # -- stop ----------------------------------------------------------------------------
+
+    def _remember_pids(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._known_pids |= descendants(self._proc.pid)
+
+    def _signal_everything(self, sig: int) -> None:
+        assert self._proc is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+        # Children that left the group (setsid) are still ours: signal them one by one.
+        for pid in self._known_pids | descendants(self._proc.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def _leftovers(self) -> set[int]:
+        assert self._proc is not None
+        alive = group_members(self._proc.pid)
+        for pid in self._known_pids:
+            stat = _proc_stat(pid)
+            if stat and stat[0] != "Z":
+                alive.add(pid)
+        return alive
+
+    def _reap_group(self, timeout: float = 10.0) -> None:
+        """Make sure nothing of the group outlives the leader."""
+        deadline = time.monotonic() + timeout
+        self._signal_everything(signal.SIGKILL)
+        while self._leftovers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def stop(self) -> int | None:
+        """SIGTERM the group, SIGKILL after the grace period, wait until every process is gone.
+
+        Returns the leader's exit code. Safe to call twice and on a server that already died.
+        """
+        if self._proc is None:
+            return None
+        self.stopped_on_request = True
+        self._remember_pids()
+        if self._proc.poll() is None:
+            self._signal_everything(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=self.stop_grace)
+            except subprocess.TimeoutExpired:
+                self._signal_everything(signal.SIGKILL)
+                self._proc.wait()
+        self.exit_code = self._proc.returncode
+        # The leader is gone; its children may not be (vLLM's EngineCore, MPI workers).
+        deadline = time.monotonic() + self.stop_grace
+        while self._leftovers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._reap_group()
+        return self.exit_code
+
+    @property
+    def exit_was_normal(self) -> bool:
+        return self.exit_code is None or self.exit_code in self.spec.normal_stop_codes
+
+    def leftover_pids(self) -> set[int]:
+        """Processes of this server still alive; empty after a successful ``stop``."""
+        return self._leftovers() if self._proc is not None else set()
+
+    def __enter__(self) -> EngineServer:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
