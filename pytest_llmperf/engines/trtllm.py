@@ -1,0 +1,35 @@
+"""TensorRT-LLM: ``trtllm-serve M`` (the seeds' form, without the ``serve`` sub-command).
+
+The server listens only after the model is loaded and tuned, then ``/health`` answers 200.
+The parent exits with 128 + the signal number after a stop; those codes are in the common set.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, LaunchRequest
+
+DEFAULT_EXECUTABLE = "trtllm-serve"
+
+
+class TensorRTLLMEngine(EngineSpec):
+    name = "trtllm"
+    display_name = "TensorRT-LLM"
+    health_path = "/health"
+    ready_log_line = "Application startup complete."
+    version_path: ClassVar[str | None] = "/version"
+
+    def plan(self, request: LaunchRequest) -> LaunchPlan:
+        executable = request.executable or DEFAULT_EXECUTABLE
+        argv = (
+            executable,
+            request.model,
+            *request.engine_args,
+            "--host",
+            request.host,
+            "--port",
+            str(request.port),
+        )
+        base, health = self.urls(request.host, request.port, self.health_path)
+        return LaunchPlan(argv=argv, base_url=base, health_url=health)
