@@ -8,11 +8,21 @@ from pytest_llmperf.engines.base import (
     LaunchRequest,
     RequestQuirks,
 )
+from pytest_llmperf.engines.external import ExternalEngine
+from pytest_llmperf.engines.llamacpp import LlamaCppEngine
+from pytest_llmperf.engines.mindie import MindIEEngine
+from pytest_llmperf.engines.sglang import SGLangEngine
+from pytest_llmperf.engines.trtllm import TensorRTLLMEngine
 from pytest_llmperf.engines.vllm import VLLMEngine
 from pytest_llmperf.errors import ConfigError
 
 _REGISTRY: dict[str, type[EngineSpec]] = {
     VLLMEngine.name: VLLMEngine,
+    SGLangEngine.name: SGLangEngine,
+    TensorRTLLMEngine.name: TensorRTLLMEngine,
+    MindIEEngine.name: MindIEEngine,
+    LlamaCppEngine.name: LlamaCppEngine,
+    ExternalEngine.name: ExternalEngine,
 }
 
 
