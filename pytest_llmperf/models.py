@@ -58,6 +58,7 @@ class Outcome(str, enum.Enum):
     NO_BASELINE = "no-baseline"
     WORKLOAD_CHANGED = "workload-changed"
     INSUFFICIENT_DATA = "insufficient-data"
+    REQUESTS_FAILED = "requests-failed"  # more failed requests than the error budget allows
     RECORDED = "recorded"  # --update-baselines wrote the numbers
 
 
@@ -92,7 +93,7 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return self.outcome in (Outcome.REGRESSED, Outcome.WORKLOAD_CHANGED)
+        return self.outcome not in (Outcome.PASS, Outcome.IMPROVED, Outcome.RECORDED)
 
 
 @dataclass(frozen=True)

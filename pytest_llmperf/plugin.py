@@ -1,1 +1,418 @@
-"""pytest entry point (filled in by the gate work)."""
+"""pytest wiring: options, fixtures, parametrization, reporting. No computation lives here.
+
+pytest imports this module in every run of every project where the plugin is installed, so
+everything heavy (httpx, numpy, the runner) is imported inside hooks and fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_llmperf.errors import ConfigError, LLMPerfError
+from pytest_llmperf.ledger import Ledger, ProfileResult
+from pytest_llmperf.settings import Settings, add_options, resolve
+
+if TYPE_CHECKING:
+    from pytest_llmperf.gate import GateRequest
+    from pytest_llmperf.profiles import WorkloadProfile
+    from pytest_llmperf.runner import Target, Workloads
+
+SETTINGS = pytest.StashKey[Settings]()
+LEDGER = pytest.StashKey[Ledger]()
+HARDWARE = pytest.StashKey[str]()
+PROFILES = pytest.StashKey[dict[str, "WorkloadProfile"]]()
+MARKER = "llmperf"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_llmperf import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+    # A CI job that is cancelled sends SIGTERM; turning it into KeyboardInterrupt lets the
+    # session fixture stop the engine instead of leaving it serving.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(profiles=None, tolerances=None): run only these profiles, and override "
+        f"per-metric tolerances (percent) for this test",
+    )
+    try:
+        settings = resolve(config)
+        if settings.active:
+            from pytest_llmperf import profiles
+
+            known = profiles.load_profiles(
+                tuple(_ini_relative(config, p) for p in settings.profile_files)
+            )
+            if settings.profiles:
+                profiles.select(known, list(settings.profiles))
+            config.stash[PROFILES] = known
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[SETTINGS] = settings
+    if not settings.active:
+        return
+    from pytest_llmperf import hardware
+    from pytest_llmperf.ledger import Ledger
+
+    config.stash[LEDGER] = Ledger()
+    config.stash[HARDWARE] = settings.hardware or hardware.detect()
+    if hasattr(config, "workerinput"):
+        return  # xdist workers inherit the controller's signal handling
+    if sys.platform != "win32" and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+
+
+def _ini_relative(config: pytest.Config, path: Path) -> Path:
+    return path if path.is_absolute() else config.rootpath / path
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    settings = session.config.stash[SETTINGS]
+    if not settings.dry_run:
+        return
+    if not settings.active:
+        raise pytest.UsageError("--llmperf-dry-run: choose an engine with --engine=NAME")
+    from pytest_llmperf.runner import dry_run
+
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    try:
+        text = dry_run(settings, Path(tempfile.mkdtemp(prefix="llmperf-dry-run-")))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if tr is not None:
+        tr.write_line(text)
+    else:
+        print(text)
+    pytest.exit("llmperf dry run: nothing was started", returncode=0)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    settings = config.stash.get(SETTINGS, None)
+    if settings is None or not settings.active:
+        return None
+    from pytest_llmperf import hardware
+
+    declared = config.stash[HARDWARE]
+    line = (
+        f"llmperf: engine={','.join(settings.engines)} hardware={declared} "
+        f"model={settings.model or 'embedded tiny-qwen3'} baselines={settings.baseline_dir}"
+        f"{' (updating)' if settings.update_baselines else ''}"
+    )
+    lines = [line]
+    if settings.hardware and not settings.endpoint:
+        detected = hardware.detect()
+        if detected != settings.hardware:
+            lines.append(
+                f"llmperf: WARNING --hardware={settings.hardware} but this machine looks like "
+                f"{detected}: the baselines compared may not apply"
+            )
+    return lines
+
+
+# -- parametrization -------------------------------------------------------------------------
+
+
+def _marker_kwargs(definition: Any) -> dict[str, Any]:
+    marker = definition.get_closest_marker(MARKER) if definition is not None else None
+    return dict(marker.kwargs) if marker is not None else {}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    settings = metafunc.config.stash.get(SETTINGS, None)
+    if settings is None:
+        return
+    if "llmperf_engine_name" in metafunc.fixturenames and len(settings.engines) > 1:
+        metafunc.parametrize(
+            "llmperf_engine_name", list(settings.engines), indirect=True, scope="session"
+        )
+    if "llmperf_profile" not in metafunc.fixturenames:
+        return
+    known = metafunc.config.stash.get(PROFILES, None)
+    if known is None:
+        from pytest_llmperf import profiles
+
+        known = profiles.builtin_profiles()
+    names = list(settings.profiles) or list(known)
+    wanted = _marker_kwargs(metafunc.definition).get("profiles")
+    if wanted is not None:
+        unknown = [name for name in wanted if name not in known]
+        if unknown:
+            raise pytest.UsageError(
+                f"{metafunc.definition.nodeid}: @pytest.mark.llmperf names unknown profile(s) "
+                f"{', '.join(unknown)}; valid profiles are {', '.join(known)}"
+            )
+        names = [name for name in names if name in wanted]
+    metafunc.parametrize("llmperf_profile", [known[n] for n in names], ids=names, indirect=True)
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def llmperf_settings(pytestconfig: pytest.Config) -> Settings:
+    """The resolved options of this session."""
+    return pytestconfig.stash[SETTINGS]
+
+
+def _require_active(settings: Settings) -> None:
+    if not settings.active:
+        pytest.skip("pytest-llmperf is idle: choose an engine with --engine=NAME to measure")
+
+
+@pytest.fixture(scope="session")
+def llmperf_engine_name(request: pytest.FixtureRequest, llmperf_settings: Settings) -> str:
+    """The engine of this test (parametrized when ``--engine`` names several)."""
+    _require_active(llmperf_settings)
+    return str(getattr(request, "param", llmperf_settings.engines[0]))
+
+
+def _auth_headers(settings: Settings) -> tuple[dict[str, str], str | None]:
+    if not settings.api_key_env:
+        return {}, None
+    key = os.environ.get(settings.api_key_env)
+    if not key:
+        raise pytest.UsageError(
+            f"--llmperf-api-key-env: the environment variable {settings.api_key_env} is not set"
+        )
+    return {"Authorization": f"Bearer {key}"}, key
+
+
+@pytest.fixture(scope="session")
+def llmperf_target(
+    request: pytest.FixtureRequest,
+    llmperf_settings: Settings,
+    llmperf_engine_name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Target]:
+    """The running engine server (or external endpoint) of this session; one at a time."""
+    from pytest_llmperf.runner import EngineSession
+
+    headers, _ = _auth_headers(llmperf_settings)
+    session = EngineSession(
+        llmperf_settings,
+        llmperf_engine_name,
+        tmp_path_factory.mktemp(f"llmperf-{llmperf_engine_name}"),
+        headers,
+    )
+    ledger = request.config.stash[LEDGER]
+    try:
+        target = session.start()
+    except LLMPerfError as exc:
+        ledger.failed_starts[llmperf_engine_name] = str(exc).splitlines()[0]
+        session.stop()
+        pytest.fail(str(exc), pytrace=False)
+    hardware = request.config.stash[HARDWARE]
+    if llmperf_settings.hardware and not llmperf_settings.endpoint:
+        from pytest_llmperf.hardware import detect
+
+        detected = detect()
+        if detected != hardware:
+            target.notes.append(f"declared hardware {hardware}, detected {detected}")
+    try:
+        yield target
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def llmperf_workloads(
+    llmperf_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Workloads:
+    from pytest_llmperf.runner import Workloads
+
+    return Workloads(llmperf_settings, tmp_path_factory.mktemp("llmperf-data"))
+
+
+@pytest.fixture
+def llmperf_profile(request: pytest.FixtureRequest) -> WorkloadProfile:
+    """The workload profile of this test (parametrized over the selected profiles)."""
+    profile: WorkloadProfile = request.param
+    return profile
+
+
+class LLMPerf:
+    """What a perf test holds: ``check()`` measures the profile and gates it."""
+
+    def __init__(
+        self,
+        request: pytest.FixtureRequest,
+        target: Target,
+        workloads: Workloads,
+        profile: WorkloadProfile | None,
+    ) -> None:
+        self._request = request
+        self.target = target
+        self.workloads = workloads
+        self.profile = profile
+        self.settings: Settings = request.config.stash[SETTINGS]
+
+    def _gate_request(
+        self, profile: WorkloadProfile, tolerances: dict[str, float] | None
+    ) -> GateRequest:
+        from pytest_llmperf.baseline import GateSettings
+        from pytest_llmperf.gate import GateRequest
+
+        settings = self.settings
+        return GateRequest(
+            target=self.target,
+            profile=profile,
+            hardware=self._request.config.stash[HARDWARE],
+            baseline_root=settings.baseline_dir,
+            update=settings.update_baselines,
+            repeat=settings.repeat,
+            confirm_reruns=settings.confirm_reruns,
+            max_failed_requests=settings.max_failed_requests,
+            tolerance_overrides=tolerances,
+            gate=GateSettings(tolerance_scale=settings.tolerance_scale),
+            nodeid=self._request.node.nodeid,
+        )
+
+    def scaled(self, profile: WorkloadProfile) -> WorkloadProfile:
+        from pytest_llmperf.runner import scaled_profile
+
+        return scaled_profile(profile, self.settings, embedded=self.target.embedded)
+
+    def check(
+        self, profile: WorkloadProfile | None = None, tolerances: dict[str, float] | None = None
+    ) -> ProfileResult:
+        """Measure the profile, compare with its baseline, fail this test if it regressed."""
+        from pytest_llmperf.gate import run_gate
+        from pytest_llmperf.runner import measure
+
+        chosen = profile or self.profile
+        if chosen is None:
+            raise pytest.UsageError(
+                "llmperf.check(): no profile (use the llmperf_profile fixture or pass one)"
+            )
+        chosen = self.scaled(chosen)
+        marker_tolerances = _marker_kwargs(self._request.node).get("tolerances")
+        merged = {**(marker_tolerances or {}), **(tolerances or {})} or None
+        headers, api_key = _auth_headers(self.settings)
+        progress = _progress_printer(self._request.config, chosen)
+        try:
+            result = run_gate(
+                self._gate_request(chosen, merged),
+                lambda: measure(
+                    self.target,
+                    chosen,
+                    self.workloads,
+                    self.settings,
+                    headers=headers,
+                    api_key=api_key,
+                    progress=progress,
+                ),
+            )
+        except LLMPerfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        self._publish(result)
+        self._enforce(result)
+        return result
+
+    def _publish(self, result: ProfileResult) -> None:
+        config = self._request.config
+        config.stash[LEDGER].add(result)
+        properties = self._request.node.user_properties
+        properties.append(("llmperf_outcome", result.verdict.outcome.value))
+        for key, value in result.metrics.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                properties.append((f"llmperf_{key}", value))
+        config.hook.pytest_llmperf_result(config=config, result=result)
+
+    def _enforce(self, result: ProfileResult) -> None:
+        from pytest_llmperf.models import Outcome
+        from pytest_llmperf.tables import verdict_message
+
+        verdict = result.verdict
+        failing = verdict.failed or (verdict.outcome is Outcome.IMPROVED and self.settings.strict)
+        if not failing:
+            return
+        message = verdict_message(
+            verdict,
+            profile=result.profile,
+            engine=result.engine,
+            baseline_file=result.baseline_file,
+            accept_command=_accept_command(self._request.config, result.profile),
+        )
+        if self.settings.warn_only:
+            self._request.node.warn(pytest.PytestWarning(message))
+            return
+        pytest.fail(message, pytrace=False)
+
+
+def _accept_command(config: pytest.Config, profile: str) -> str:
+    args = [
+        a
+        for a in config.invocation_params.args
+        if a not in ("--update-baselines", "--llmperf-update-baselines")
+    ]
+    return shlex.join(["pytest", *args, "--llmperf-profile", profile, "--update-baselines"])
+
+
+def _progress_printer(config: pytest.Config, profile: WorkloadProfile) -> Any:
+    """A progress callback that writes a line every ~10 % of requests, readable in CI logs."""
+    from pytest_llmperf.progress import ProgressLine
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or config.get_verbosity() < 0:
+        return None
+    return ProgressLine(profile.name, reporter.write_line)
+
+
+@pytest.fixture
+def llmperf(
+    request: pytest.FixtureRequest,
+    llmperf_target: Target,
+    llmperf_workloads: Workloads,
+) -> LLMPerf:
+    """Measure and gate workloads against the session's engine: ``llmperf.check()``."""
+    profile = (
+        request.getfixturevalue("llmperf_profile")
+        if "llmperf_profile" in (request.fixturenames)
+        else None
+    )
+    return LLMPerf(request, llmperf_target, llmperf_workloads, profile)
+
+
+# -- reporting -------------------------------------------------------------------------------
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    ledger = config.stash.get(LEDGER, None)
+    if ledger is None or not (ledger.results or ledger.failed_starts):
+        return
+    from pytest_llmperf.summary import terminal_lines
+
+    terminalreporter.section("llmperf")
+    for line in terminal_lines(ledger, verbose=config.get_verbosity() > 0):
+        terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    ledger = config.stash.get(LEDGER, None)
+    settings = config.stash.get(SETTINGS, None)
+    if ledger is None or settings is None or hasattr(config, "workerinput"):
+        return
+    from pytest_llmperf.summary import write_outputs
+
+    write_outputs(ledger, settings, hardware=config.stash[HARDWARE])

@@ -37,6 +37,9 @@ class WorkloadProfile:
     endpoint: str = "/v1/chat/completions"
     range_ratio: float = 0.0
     description: str = ""
+    # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
+    # few enough that the whole suite runs in minutes. Not part of the workload's identity.
+    embedded_num_prompts: int | None = None
 
     def scaled(self, num_prompts: int | None) -> WorkloadProfile:
         """The same workload with fewer (or more) prompts; recorded as such in results."""
@@ -93,6 +96,9 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
         )
     _positive_int(source, name, "num_prompts", data.get("num_prompts"), optional=False)
     _positive_int(source, name, "max_concurrency", data.get("max_concurrency"), optional=True)
+    _positive_int(
+        source, name, "embedded_num_prompts", data.get("embedded_num_prompts"), optional=True
+    )
     random_dataset = data["dataset"] == "random"
     _positive_int(source, name, "input_len", data.get("input_len"), optional=not random_dataset)
     _positive_int(source, name, "output_len", data.get("output_len"), optional=not random_dataset)

@@ -144,7 +144,7 @@ class EngineServer:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,
-                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - needed for setsid + pdeathsig
+                    preexec_fn=_die_with_parent,
                 )
             except FileNotFoundError:
                 raise EngineStartError(
@@ -207,8 +207,9 @@ class EngineServer:
         if not self.spec.version_path:
             return None
         try:
-            response = httpx.get(self.base_url + self.spec.version_path, timeout=5.0,
-                                 trust_env=False)
+            response = httpx.get(
+                self.base_url + self.spec.version_path, timeout=5.0, trust_env=False
+            )
         except httpx.HTTPError:
             return None
         return self.spec.parse_version(response.text) if response.status_code == 200 else None

@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 TINY_MODEL_NAME = "tiny-qwen3"
-VLLM_TEST_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"}
+VLLM_TEST_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 def free_port() -> int:
@@ -50,12 +54,22 @@ def start_vllm(model_dir: Path, log_path: Path, *extra_args: str):  # type: igno
         LaunchRequest(
             model=str(model_dir),
             port=free_port(),
-            engine_args=("--served-model-name", TINY_MODEL_NAME, "--max-model-len", "40960",
-                         *extra_args),
+            engine_args=(
+                "--served-model-name",
+                TINY_MODEL_NAME,
+                "--max-model-len",
+                "40960",
+                *extra_args,
+            ),
         )
     )
-    plan = type(plan)(argv=plan.argv, base_url=plan.base_url, health_url=plan.health_url,
-                      env={**plan.env, **VLLM_TEST_ENV}, files=plan.files)
+    plan = type(plan)(
+        argv=plan.argv,
+        base_url=plan.base_url,
+        health_url=plan.health_url,
+        env={**plan.env, **VLLM_TEST_ENV},
+        files=plan.files,
+    )
     server = EngineServer(spec, plan, log_path, startup_timeout=300)
     server.start()
     try:

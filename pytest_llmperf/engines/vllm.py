@@ -41,6 +41,7 @@ class VLLMEngine(EngineSpec):
                 executable = "vllm"
             else:
                 executable = sys.executable
+        head: tuple[str, ...]
         if _is_python(executable):
             head = (executable, "-m", API_SERVER_MODULE, "--model", request.model)
         else:

@@ -1,0 +1,453 @@
+"""Baseline files: find, load and validate them, write them safely, compare a run against them.
+
+A baseline file (`baselines/<hardware>/<model-slug>/<engine>.yaml`, see docs/baselines.md) is
+reviewed like code, so writes keep its shape: keys in a fixed order, tolerances a reviewer
+edited kept, other profiles untouched. Writes go to a temporary file that replaces the old one
+in a single rename, under a file lock, so an interrupt or a second writer never leaves a torn
+or partial file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_llmperf.errors import BaselineError
+from pytest_llmperf.models import Direction, MetricComparison, Outcome, Verdict
+
+SCHEMA_VERSION = 1
+
+# The seeds' KPIs (total token throughput and mean TPOT) are gated unless a file says otherwise.
+DEFAULT_TOLERANCES: dict[str, float] = {"total_token_throughput": 5.0, "mean_tpot_ms": 10.0}
+
+_TOP_ORDER = ("schema", "hardware", "model", "engine", "source", "note", "profiles", "variants")
+_ENTRY_ORDER = (
+    "status",
+    "error",
+    "recorded",
+    "engine_version",
+    "command",
+    "runs",
+    "workload",
+    "metrics",
+    "spread",
+    "tolerances",
+)
+_HIGHER_IS_BETTER = re.compile(r"(throughput|_per_s|goodput|^completed$)")
+
+
+def direction_of(metric: str) -> Direction:
+    """Throughputs improve upwards; latencies, durations and failure counts downwards."""
+    if _HIGHER_IS_BETTER.search(metric):
+        return Direction.HIGHER_IS_BETTER
+    return Direction.LOWER_IS_BETTER
+
+
+def slug(text: str) -> str:
+    """A safe path component: ``Qwen/Qwen3-32B`` → ``qwen3-32b``; never ``..`` or a slash."""
+    last = text.rstrip("/").rsplit("/", 1)[-1].lower()
+    cleaned = re.sub(r"[^a-z0-9._-]+", "-", last).strip("-.")
+    return cleaned or "unnamed"
+
+
+def baseline_path(root: Path, hardware: str, model: str, engine: str) -> Path:
+    return root / slug(hardware) / slug(model) / f"{slug(engine)}.yaml"
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    """One profile of a baseline file."""
+
+    profile: str
+    status: str
+    metrics: dict[str, float]
+    tolerances: dict[str, float]
+    workload: dict[str, Any] | None
+    engine_version: str | None
+    command: str | None
+    error: str | None
+    spread: dict[str, float]
+    runs: int
+
+
+def _fail(path: Path, where: str, problem: str) -> BaselineError:
+    return BaselineError(
+        f"{path}: {where}: {problem}. Fix the file by hand or move it away and record a new "
+        f"one with --update-baselines"
+    )
+
+
+def _number_map(path: Path, where: str, raw: Any) -> dict[str, float]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _fail(path, where, f"expected a mapping of metric → number, got {type(raw).__name__}")
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _fail(path, f"{where}.{key}", f"expected a number, got {value!r}")
+        out[str(key)] = float(value)
+    return out
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Parse a baseline file; malformed YAML is reported with its file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read baseline file: {exc.strerror}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "?"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise BaselineError(
+            f"{path}: {where}: not valid YAML ({problem}). Fix the file by hand or restore it "
+            f"from version control"
+        ) from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise _fail(path, "top level", "expected a mapping with 'profiles:'")
+    schema = document.get("schema", SCHEMA_VERSION)
+    if schema != SCHEMA_VERSION:
+        raise _fail(path, "schema", f"unsupported schema {schema!r} (this plugin reads 1)")
+    for key in ("profiles", "variants"):
+        if document.get(key) is not None and not isinstance(document[key], dict):
+            raise _fail(path, key, "expected a mapping of name → entry")
+    return document
+
+
+def parse_entry(path: Path, profile: str, raw: Any) -> BaselineEntry:
+    where = f"profiles.{profile}"
+    if not isinstance(raw, dict):
+        raise _fail(path, where, "expected a mapping")
+    status = raw.get("status", "ok")
+    if status not in ("ok", "failed"):
+        raise _fail(path, f"{where}.status", f"expected 'ok' or 'failed', got {status!r}")
+    workload = raw.get("workload")
+    if workload is not None and not isinstance(workload, dict):
+        raise _fail(path, f"{where}.workload", "expected a mapping")
+    metrics = _number_map(path, f"{where}.metrics", raw.get("metrics"))
+    if status == "ok" and not metrics:
+        raise _fail(path, f"{where}.metrics", "an 'ok' entry needs recorded metrics")
+    tolerances = _number_map(path, f"{where}.tolerances", raw.get("tolerances"))
+    for key, value in tolerances.items():
+        if value < 0:
+            raise _fail(path, f"{where}.tolerances.{key}", "a tolerance cannot be negative")
+    runs = raw.get("runs", 1)
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise _fail(path, f"{where}.runs", f"expected a positive integer, got {runs!r}")
+    version = raw.get("engine_version")
+    return BaselineEntry(
+        profile=profile,
+        status=status,
+        metrics=metrics,
+        tolerances=tolerances,
+        workload=workload,
+        engine_version=None if version is None else str(version),
+        command=raw.get("command"),
+        error=raw.get("error"),
+        spread=_number_map(path, f"{where}.spread", raw.get("spread")),
+        runs=runs,
+    )
+
+
+def load_entry(path: Path, profile: str) -> BaselineEntry | None:
+    document = read_document(path)
+    raw = (document.get("profiles") or {}).get(profile)
+    return None if raw is None else parse_entry(path, profile, raw)
+
+
+def load_all(path: Path) -> dict[str, BaselineEntry]:
+    """Every profile entry of a file, validated (used to print and check whole files)."""
+    document = read_document(path)
+    return {
+        name: parse_entry(path, name, raw) for name, raw in (document.get("profiles") or {}).items()
+    }
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def _rounded(value: Any) -> Any:
+    """Six significant digits: stable diffs, far below any run-to-run noise."""
+    if isinstance(value, float) and math.isfinite(value):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    return value
+
+
+def _ordered(mapping: Mapping[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    known = [key for key in order if key in mapping]
+    rest = [key for key in mapping if key not in order]
+    return {key: mapping[key] for key in [*known, *rest]}
+
+
+class _Dumper(yaml.SafeDumper):
+    """No aliases: a reviewer reads every value where it applies."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_document(document: Mapping[str, Any]) -> str:
+    top = _ordered(document, _TOP_ORDER)
+    if isinstance(top.get("profiles"), dict):
+        top["profiles"] = {
+            name: _ordered(entry, _ENTRY_ORDER) if isinstance(entry, dict) else entry
+            for name, entry in top["profiles"].items()
+        }
+    text: str = yaml.dump(
+        top,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=100,
+    )
+    return text
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+
+
+def record_entry(
+    path: Path,
+    profile: str,
+    entry: Mapping[str, Any],
+    *,
+    header: Mapping[str, Any],
+    lock_timeout: float = 120.0,
+) -> None:
+    """Add or replace one profile's entry; keep tolerances a reviewer set and other profiles.
+
+    Read-modify-write happens under a lock file next to the baseline, so several pytest
+    processes (xdist workers) updating different profiles of one file all land.
+    """
+    from filelock import FileLock, Timeout
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path.with_name(f".{path.name}.lock")))
+    try:
+        lock.acquire(timeout=lock_timeout)
+    except Timeout:
+        raise BaselineError(
+            f"{path}: could not lock the baseline within {lock_timeout:.0f} s: another process "
+            f"holds {lock.lock_file}"
+        ) from None
+    try:
+        document = read_document(path)
+        if not document:
+            document = {"schema": SCHEMA_VERSION, **header}
+        profiles = dict(document.get("profiles") or {})
+        previous = profiles.get(profile)
+        new_entry = dict(entry)
+        if isinstance(previous, dict) and isinstance(previous.get("tolerances"), dict):
+            new_entry["tolerances"] = previous["tolerances"]  # a reviewer's edits win
+        new_entry.setdefault("tolerances", dict(DEFAULT_TOLERANCES))
+        new_entry["metrics"] = _rounded(new_entry.get("metrics", {}))
+        if "spread" in new_entry:
+            new_entry["spread"] = _rounded(new_entry["spread"])
+        profiles[profile] = new_entry
+        document["profiles"] = dict(sorted(profiles.items()))
+        atomic_write(path, dump_document(document))
+    finally:
+        lock.release()
+
+
+# -- comparing -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """How strict a comparison is (PR gate vs nightly, see settings)."""
+
+    tolerance_scale: float = 1.0  # multiplies every tolerance
+    spread_factor: float = 3.0  # a change within this many spreads is noise, whatever the tol
+    default_tolerances: Mapping[str, float] | None = None
+
+
+def _threshold(
+    metric: str, tolerance: float, entry: BaselineEntry, measured_spread: float, gate: GateSettings
+) -> tuple[float, str]:
+    """The allowed change in percent, and what decided it.
+
+    A fixed tolerance cries wolf on noisy metrics; where the recorded runs show a larger
+    spread (coefficient of variation, in percent) than the tolerance covers, the limit widens
+    to ``spread_factor`` spreads and the report says so.
+    """
+    tolerance = tolerance * gate.tolerance_scale
+    spread = max(entry.spread.get(metric, 0.0), measured_spread)
+    noise = gate.spread_factor * spread
+    if noise > tolerance:
+        return noise, "spread"
+    return tolerance, "tolerance"
+
+
+def compare(
+    entry: BaselineEntry,
+    measured: Mapping[str, Any],
+    *,
+    tolerance_overrides: Mapping[str, float] | None = None,
+    measured_spread: Mapping[str, float] | None = None,
+    gate: GateSettings | None = None,
+) -> tuple[MetricComparison, ...]:
+    gate = gate or GateSettings()
+    tolerances = dict(entry.tolerances or gate.default_tolerances or DEFAULT_TOLERANCES)
+    tolerances.update(tolerance_overrides or {})
+    rows: list[MetricComparison] = []
+    for metric in sorted(entry.metrics, key=lambda m: (m not in tolerances, m)):
+        value = measured.get(metric)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        baseline_value = entry.metrics[metric]
+        direction = direction_of(metric)
+        tolerance = tolerances.get(metric)
+        comparison = MetricComparison(
+            metric=metric,
+            baseline=baseline_value,
+            measured=float(value),
+            tolerance_pct=tolerance,
+            direction=direction,
+            status="info",
+        )
+        if tolerance is None:
+            rows.append(comparison)
+            continue
+        limit, decided_by = _threshold(
+            metric, tolerance, entry, (measured_spread or {}).get(metric, 0.0), gate
+        )
+        worse_by = comparison.change_pct
+        if direction is Direction.LOWER_IS_BETTER:
+            worse_by = -worse_by
+        # worse_by < 0 means the metric got worse by that many percent
+        if worse_by < -limit:
+            status = "regressed"
+        elif worse_by > limit:
+            status = "improved"
+        else:
+            status = "pass"
+        rows.append(
+            MetricComparison(
+                metric=metric,
+                baseline=baseline_value,
+                measured=float(value),
+                tolerance_pct=tolerance,
+                direction=direction,
+                status=status,
+                threshold_pct=limit,
+                decided_by=decided_by,
+            )
+        )
+    missing = [m for m in tolerances if m in entry.metrics and m not in measured]
+    if missing:
+        raise BaselineError(f"gated metric(s) {', '.join(missing)} were not measured in this run")
+    return tuple(rows)
+
+
+def workload_differences(
+    recorded: Mapping[str, Any] | None, current: Mapping[str, Any]
+) -> list[str]:
+    """Human-readable differences between the baseline's workload and this run's."""
+    if recorded is None:
+        return []
+    keys = sorted(set(recorded) | set(current))
+    return [
+        f"{key}: baseline {recorded.get(key)!r}, now {current.get(key)!r}"
+        for key in keys
+        if _normal(recorded.get(key)) != _normal(current.get(key))
+    ]
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def judge(
+    entry: BaselineEntry | None,
+    measured: Mapping[str, Any],
+    workload: Mapping[str, Any],
+    *,
+    engine_version: str | None,
+    baseline_file: Path,
+    tolerance_overrides: Mapping[str, float] | None = None,
+    measured_spread: Mapping[str, float] | None = None,
+    gate: GateSettings | None = None,
+) -> Verdict:
+    """The verdict of one run; every state that is not a plain pass says why in ``notes``."""
+    if entry is None:
+        return Verdict(
+            Outcome.NO_BASELINE,
+            notes=(f"no baseline for this profile in {baseline_file}",),
+        )
+    if entry.status == "failed":
+        return Verdict(
+            Outcome.NO_BASELINE,
+            notes=(
+                f"the baseline in {baseline_file} records this configuration as failed "
+                f"({entry.error or 'no error recorded'}); it runs now, so record real numbers",
+            ),
+        )
+    differences = workload_differences(entry.workload, workload)
+    if differences:
+        return Verdict(
+            Outcome.WORKLOAD_CHANGED,
+            notes=(
+                "the workload changed since the baseline was recorded: " + "; ".join(differences),
+            ),
+        )
+    notes: list[str] = []
+    if entry.engine_version and engine_version and entry.engine_version != engine_version:
+        notes.append(
+            f"engine version changed: baseline {entry.engine_version}, now {engine_version}"
+        )
+    rows = compare(
+        entry,
+        measured,
+        tolerance_overrides=tolerance_overrides,
+        measured_spread=measured_spread,
+        gate=gate,
+    )
+    statuses = {row.status for row in rows}
+    if "regressed" in statuses:
+        outcome = Outcome.REGRESSED
+    elif "improved" in statuses:
+        outcome = Outcome.IMPROVED
+        notes.append("improved beyond tolerance: refresh the baseline with --update-baselines")
+    else:
+        outcome = Outcome.PASS
+    return Verdict(outcome, comparisons=rows, notes=tuple(notes))

