@@ -118,6 +118,9 @@ class EngineServer:
         self._known_pids: set[int] = set()
         self.exit_code: int | None = None
         self.stopped_on_request = False
+        # Set when the engine ended before we asked it to: then no exit code is "normal"
+        # (MindIE's abort() gives -6 both after a stop and when it crashes).
+        self.exited_unasked = False
 
     @property
     def base_url(self) -> str:
@@ -134,6 +137,8 @@ class EngineServer:
         for path, content in self.plan.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
+            # MindIE refuses a config file with a mode above 640; no engine needs more.
+            path.chmod(0o640)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.plan.env}
         with self.log_path.open("ab") as log:
@@ -167,6 +172,7 @@ class EngineServer:
                 code = self._proc.poll()
                 if code is not None:
                     self.exit_code = code
+                    self.exited_unasked = True
                     self._reap_group()
                     raise EngineStartError(
                         f"{self.spec.display_name} exited with code {code} during start-up "
@@ -196,6 +202,7 @@ class EngineServer:
         code = self._proc.poll()
         if code is not None and not self.stopped_on_request:
             self.exit_code = code
+            self.exited_unasked = True
             raise EngineDiedError(
                 f"{self.spec.display_name} engine exited with code {code} while the session "
                 f"still needed it (log: {self.log_path}); last lines:\n"
@@ -252,6 +259,8 @@ class EngineServer:
         """
         if self._proc is None:
             return None
+        if not self.stopped_on_request and self._proc.poll() is not None:
+            self.exited_unasked = True  # it was gone before we asked it to stop
         self.stopped_on_request = True
         self._remember_pids()
         if self._proc.poll() is None:
@@ -271,7 +280,10 @@ class EngineServer:
 
     @property
     def exit_was_normal(self) -> bool:
-        return self.exit_code is None or self.exit_code in self.spec.normal_stop_codes
+        """Whether the exit followed our stop with one of the engine's usual codes."""
+        if self.exit_code is None:
+            return True
+        return not self.exited_unasked and self.exit_code in self.spec.normal_stop_codes
 
     def leftover_pids(self) -> set[int]:
         """Processes of this server still alive; empty after a successful ``stop``."""
