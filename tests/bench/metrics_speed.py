@@ -59,8 +59,10 @@ def main() -> None:
         best = min(best, time.perf_counter() - t)
     print(f"records: {n} x {chunks} chunks (built in {build:.2f} s)")
     print(f"compute_metrics: {best:.3f} s (best of 3)")
-    print(f"max_output_tokens_per_s={metrics['max_output_tokens_per_s']:.0f} "
-          f"mean_itl_ms={metrics['mean_itl_ms']:.3f}")
+    print(
+        f"max_output_tokens_per_s={metrics['max_output_tokens_per_s']:.0f} "
+        f"mean_itl_ms={metrics['mean_itl_ms']:.3f}"
+    )
 
 
 if __name__ == "__main__":
