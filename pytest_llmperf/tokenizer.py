@@ -3,15 +3,15 @@
 Two backends behind one small interface:
 
 - the light ``tokenizers`` library reading ``tokenizer.json`` (plus ``tokenizer_config.json``
-  and ``special_tokens_map.json`` for the named special tokens and whether BOS/EOS are added)
-  from a local model folder; preferred, because importing it costs milliseconds;
-- ``transformers.AutoTokenizer`` with local files only, for hub ids that are already in the
-  local cache and for folders without ``tokenizer.json``.
+  and ``special_tokens_map.json`` for the named special tokens) from a local model folder;
+  importing it costs milliseconds;
+- ``transformers.AutoTokenizer`` with local files only, for hub ids already in the local cache,
+  folders without ``tokenizer.json``, and model-specific tokenizer classes.
 
-The first backend reproduces what transformers' generic fast-tokenizer class does with the same
-files (``vocab_size`` without added tokens, ``all_special_ids`` from the *named* special tokens
-only, the BOS/EOS post-processor rebuilt when the config says so), because the engine server and
-``vllm bench serve`` tokenize through transformers and a prompt is only token-exact if both
+The first backend counts exactly as transformers' generic fast-tokenizer class does with the
+same files (``vocab_size`` without added tokens, ``all_special_ids`` from the *named* special
+tokens only, special tokens added on encode from the post-processor), because the engine server
+and ``vllm bench serve`` tokenize through transformers, and a prompt is only token-exact if both
 sides count the same way.
 """
 
@@ -37,6 +37,11 @@ _NAMED_SPECIAL = (
     "mask_token",
 )
 _EXTRA_SPECIAL = ("additional_special_tokens", "extra_special_tokens")
+
+# Tokenizer classes that are tokenizer.json and nothing else. A model-specific class (Qwen2,
+# Llama, ...) may rebuild parts of the pipeline in code, so for those transformers is asked
+# first when it is installed: it is what the server tokenizes with.
+_GENERIC_CLASSES = (None, "PreTrainedTokenizerFast", "TokenizersBackend")
 
 _HOW_TO_FIX = (
     "install the tokenizer extra (pip install 'pytest-llmperf[tokenizer]'), or pass a local "
@@ -95,7 +100,6 @@ class _FastTokenizer:
 
     def __init__(self, folder: Path) -> None:
         from tokenizers import Tokenizer as RawTokenizer
-        from tokenizers import processors
 
         self.name = str(folder)
         self._tok = RawTokenizer.from_file(str(folder / "tokenizer.json"))
@@ -113,24 +117,11 @@ class _FastTokenizer:
         # as transformers does when it loads the same files.
         self._special_ids = [self._token_id(token) for token in dict.fromkeys(special)]
 
-        # transformers rebuilds the post-processor from add_bos_token/add_eos_token when the
-        # config names either, or when tokenizer.json has none; otherwise it keeps the file's.
-        explicit = "add_bos_token" in config or "add_eos_token" in config
-        if explicit or self._tok.post_processor is None:
-            bos, eos = named["bos_token"], named["eos_token"]
-            add_bos = bool(config.get("add_bos_token", False)) and bos is not None
-            add_eos = bool(config.get("add_eos_token", False)) and eos is not None
-            head, tail = (f"{bos}:0 " if add_bos else ""), (f" {eos}:0" if add_eos else "")
-            single = f"{head}$A:0{tail}"
-            pair = f"{single}{f' {bos}:1' if add_bos else ''} $B:1{f' {eos}:1' if add_eos else ''}"
-            pairs: list[tuple[str, int]] = []
-            for token, wanted in ((bos, add_bos), (eos, add_eos)):
-                if wanted and token is not None:
-                    pairs.append((token, self._token_id(token)))
-            self._tok.post_processor = processors.TemplateProcessing(
-                single=single, pair=pair, special_tokens=pairs
-            )
-        self._num_special = int(self._tok.post_processor.num_special_tokens_to_add(False))
+        # With a tokenizer.json, transformers' generic class takes the special tokens added on
+        # encode (BOS, ...) from its post-processor alone; add_bos_token in the config is
+        # dropped on loading (transformers 5), so no post-processor means nothing is added.
+        processor = self._tok.post_processor
+        self._num_special = int(processor.num_special_tokens_to_add(False)) if processor else 0
         # Clean-up of spaces before punctuation: off by default, and transformers skips it for
         # BPE models even when a config asks for it.
         self._clean_up = (
@@ -251,11 +242,26 @@ def _load_transformers(model: str) -> Tokenizer | str:
     return _HFTokenizer(model, tok)
 
 
+def _generic(folder: Path) -> bool:
+    config = _read_json(folder / "tokenizer_config.json") if folder.is_dir() else {}
+    return config.get("tokenizer_class") in _GENERIC_CLASSES
+
+
+def _transformers_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("transformers") is not None
+    except ValueError:  # a None placeholder in sys.modules
+        return False
+
+
 def load_tokenizer(model: str, *, backend: str = "auto") -> Tokenizer:
     """The tokenizer of ``model``: a local folder, or a hub id already in the local cache.
 
-    :param backend: ``"auto"`` (``tokenizers`` for a folder with ``tokenizer.json``, else
-        transformers), ``"tokenizers"`` or ``"transformers"``.
+    :param backend: ``"auto"``, ``"tokenizers"`` or ``"transformers"``. Auto reads a folder's
+        ``tokenizer.json`` with ``tokenizers`` when its tokenizer class is the generic one or
+        transformers is missing, and asks transformers otherwise.
     :raises ConfigError: when neither library can load it offline.
     """
     if backend not in ("auto", "tokenizers", "transformers"):
@@ -263,14 +269,19 @@ def load_tokenizer(model: str, *, backend: str = "auto") -> Tokenizer:
             f"unknown tokenizer backend {backend!r}; valid ones are auto, tokenizers, transformers"
         )
     folder = Path(model).expanduser()
+    if backend == "auto" and not _generic(folder) and _transformers_installed():
+        order = ("transformers", "tokenizers")
+    else:
+        order = ("tokenizers", "transformers")
     reasons: list[str] = []
-    if backend in ("auto", "tokenizers"):
-        fast = _load_fast(folder)
-        if not isinstance(fast, str):
-            return fast
-        reasons.append(fast)
-    if backend in ("auto", "transformers"):
-        loaded = _load_transformers(str(folder) if folder.is_dir() else model)
+    for step in order:
+        if backend not in ("auto", step):
+            continue
+        loaded = (
+            _load_fast(folder)
+            if step == "tokenizers"
+            else _load_transformers(str(folder) if folder.is_dir() else model)
+        )
         if not isinstance(loaded, str):
             return loaded
         reasons.append(loaded)
