@@ -49,6 +49,10 @@ GOODPUT_KEYS: tuple[str, ...] = ("ttft", "tpot", "e2el")
 # not after multiplying the value; keeping the same side keeps the inclusive boundary exact.
 _MS_PER_S = 1000.0
 
+# Below this many records still streaming at a chunk position, finishing them one by one is
+# cheaper than a vectorised step per position.
+_FEW_RECORDS = 16
+
 
 def percentile_key(p: float) -> str:
     """The spelling vLLM uses for a percentile in keys and labels: ``99``, ``99.9``, ``50``."""
@@ -195,11 +199,20 @@ def _chunk_times(cols: _Columns) -> FloatArray:
     # active[j]: how many records have a (j+1)-th gap; they are the first active[j] in `order`.
     ascending = lens_desc[::-1]
     active = n - np.searchsorted(ascending, np.arange(max_len), side="right")
-    for j in range(max_len):
+    j = 0
+    while j < max_len and active[j] >= _FEW_RECORDS:
         k = int(active[j])
         current[:k] += cols.itl[base[:k] + j]
         out[pos : pos + k] = current[:k]
         pos += k
+        j += 1
+    # The few long records left would cost one loop turn per chunk position; finish each
+    # with its own cumsum instead, which also adds sequentially and so rounds the same way.
+    for i in range(int(active[j]) if j < max_len else 0):
+        rest = cols.itl[base[i] + j : base[i] + lens_desc[i]]
+        tail = np.cumsum(np.concatenate(([current[i]], rest)))[1:]
+        out[pos : pos + tail.size] = tail
+        pos += tail.size
     return out
 
 
