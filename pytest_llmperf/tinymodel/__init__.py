@@ -230,6 +230,7 @@ def ensure_tiny_model(cache_dir: Path | None = None) -> Path:
         scratch = Path(tempfile.mkdtemp(prefix=".tiny-", dir=root))
         try:
             generate(scratch)
+            scratch.chmod(0o755)  # mkdtemp makes it private; the model is for every user
             os.replace(scratch, target)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
