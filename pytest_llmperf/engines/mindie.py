@@ -284,8 +284,12 @@ class MindIEEngine(EngineSpec):
                 "MindIE needs a directory for its generated config.json (LaunchRequest.config_dir)"
             )
         settings = parse_engine_args(request.engine_args)
-        management_port = settings.management_port or free_port(request.host)
-        if management_port == request.port:
+        management_port = settings.management_port
+        if management_port is None:
+            management_port = free_port(request.host)
+            while management_port == request.port:  # the business port may still be unbound
+                management_port = free_port(request.host)
+        elif management_port == request.port:
             raise ConfigError(
                 f"MindIE's management port {management_port} must differ from the serving port"
             )
