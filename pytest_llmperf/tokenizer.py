@@ -106,13 +106,14 @@ class _FastTokenizer:
         # special_tokens_map.json first, tokenizer_config.json wins where both name a token.
         config = {**_read_json(folder / "special_tokens_map.json")}
         config.update(_read_json(folder / "tokenizer_config.json"))
-        named = {key: _token_text(config.get(key)) for key in _NAMED_SPECIAL}
-        special: list[str] = [text for text in named.values() if text is not None]
-        for key in _EXTRA_SPECIAL:
+        listed: list[Any] = [config.get(key) for key in _NAMED_SPECIAL]
+        for key in _EXTRA_SPECIAL:  # a list (transformers 4) or a name -> token map (5)
             extra = config.get(key)
-            values = extra.values() if isinstance(extra, dict) else extra
-            if isinstance(values, (list, tuple, type({}.values()))):
-                special.extend(t for t in map(_token_text, values) if t is not None)
+            if isinstance(extra, dict):
+                listed.extend(extra.values())
+            elif isinstance(extra, list):
+                listed.extend(extra)
+        special = [text for text in map(_token_text, listed) if text is not None]
         # Unique, first occurrence first; a named token missing from the vocabulary is added,
         # as transformers does when it loads the same files.
         self._special_ids = [self._token_id(token) for token in dict.fromkeys(special)]
