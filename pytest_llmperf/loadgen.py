@@ -1,0 +1,510 @@
+"""Load generator: streams requests the way ``vllm bench serve`` does and times every chunk.
+
+What it reproduces (metrics-spec §1, §2, §5): a precomputed gamma arrival schedule, a FIFO
+concurrency cap, ``start_time`` read after the cap admits a request and before the POST, a
+token chunk being any SSE event whose ``choices`` list is non-empty (so the chat role chunk
+is the first token), TTFT at the first token chunk, one ITL sample per later token chunk,
+latency ending at the last token chunk, and token counts from the trailing usage chunk.
+
+Where it deliberately differs, each without effect on vLLM-shaped streams except as noted:
+
+- SSE framing follows the standard (``sse.SSEParser``) instead of split-and-strip.
+- A chunk's timestamp is read once per network read, before its events are parsed, so it
+  is the arrival of the bytes; vLLM reads the clock per event, before or after ``json.loads``
+  depending on the endpoint. Events that share a read get equal times in both (vLLM's differ
+  by a few µs of parsing).
+- The request body is encoded before ``start_time``; aiohttp encodes it after.
+- A failed request gets a one-line reason, not a traceback.
+- The arrival gaps come from Python's ``random.Random(seed).gammavariate`` (this module
+  stays numpy-free), vLLM draws them from NumPy's global generator: same distribution and
+  normalisation, different individual gaps for the same seed.
+- Payloads leave out vLLM's no-op ``repetition_penalty: 1.0`` and ``logprobs: null``, which
+  strict OpenAI-compatible servers may reject; ``min_tokens`` is added where the engine takes
+  it, to pin output lengths (engines.md §0 rule 5).
+
+The HTTP client is one ``httpx.AsyncClient`` over ``http1.StreamingTransport`` (see there
+why not httpx's default transport); tests may pass any other httpx transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import random
+import time
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import httpx
+
+from pytest_llmperf.engines.base import RequestQuirks
+from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.http1 import StreamingTransport
+from pytest_llmperf.models import RequestRecord, SampleRequest
+from pytest_llmperf.sse import SSEParser
+
+__all__ = [
+    "CHAT_ENDPOINT",
+    "COMPLETIONS_ENDPOINT",
+    "LoadConfig",
+    "LoadResult",
+    "Progress",
+    "TokenCounter",
+    "arrival_offsets",
+    "request_payload",
+    "run_load",
+    "run_load_async",
+]
+
+CHAT_ENDPOINT = "/v1/chat/completions"
+COMPLETIONS_ENDPOINT = "/v1/completions"
+
+Progress = Callable[[int, int, int], None]
+"""``progress(done, total, output_tokens_so_far)``, called each time a request finishes."""
+TokenCounter = Callable[[str], int]
+"""Counts the tokens of generated text; used only when a response carries no usage."""
+
+_DECODER = json.JSONDecoder()
+_NO_CHUNK = "no token chunk received (no event with a non-empty 'choices' list)"
+_MAX_REASON = 300
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """How to drive the server. Times are seconds, rates requests per second."""
+
+    base_url: str  # API root without /v1, e.g. http://127.0.0.1:8000
+    model: str  # the served model name, as GET /v1/models lists it
+    endpoint: str = COMPLETIONS_ENDPOINT
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+    num_warmups: int = 0  # copies of the first request, sent first and not measured
+    request_timeout: float = 600.0  # per request, from start_time to the end of the stream
+    quirks: RequestQuirks = field(default_factory=RequestQuirks)
+    # Sent only as an Authorization header; never shown in a repr, record or error.
+    api_key: str | None = field(default=None, repr=False)
+    extra_body: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    temperature: float | None = None  # None: not sent, the server's default applies
+
+    def __post_init__(self) -> None:
+        if not self.endpoint.endswith("completions"):
+            raise ConfigError(
+                f"endpoint {self.endpoint!r} is not an OpenAI completions endpoint; use "
+                f"{CHAT_ENDPOINT!r} or {COMPLETIONS_ENDPOINT!r}"
+            )
+        if not self.request_rate > 0:
+            raise ConfigError(
+                f"request_rate must be > 0 (inf for no pacing), got {self.request_rate}"
+            )
+        if not self.burstiness > 0:
+            raise ConfigError(f"burstiness must be > 0, got {self.burstiness}")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be >= 1 or None, got {self.max_concurrency}")
+        if self.num_warmups < 0:
+            raise ConfigError(f"num_warmups must be >= 0, got {self.num_warmups}")
+        if not self.request_timeout > 0:
+            raise ConfigError(f"request_timeout must be > 0, got {self.request_timeout}")
+
+    @property
+    def chat(self) -> bool:
+        return self.endpoint.endswith("chat/completions")
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + self.endpoint
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What one run measured. Warm-up requests are in neither field."""
+
+    records: tuple[RequestRecord, ...]  # in submission order
+    duration: float  # first dispatch to last completion (metrics-spec §1 step 8)
+    start: float = 0.0  # perf_counter() at the first dispatch
+
+
+def arrival_offsets(
+    n: int, request_rate: float, burstiness: float = 1.0, seed: int = 0
+) -> list[float]:
+    """Send times of ``n`` requests, in seconds after the start (metrics-spec §1.1).
+
+    Gaps are Gamma(shape=burstiness, scale=1/(rate*burstiness)), so the mean gap is 1/rate;
+    the offsets are their running sum (the first offset is the first gap, not 0), scaled so
+    the last one is exactly ``n / request_rate``. An infinite rate gives all zeros; an
+    infinite burstiness gives evenly spaced requests.
+    """
+    if n <= 0:
+        return []
+    if not request_rate > 0 or not burstiness > 0:
+        raise ConfigError("request_rate and burstiness must be > 0")
+    if math.isinf(request_rate):
+        return [0.0] * n
+    if math.isinf(burstiness):
+        gaps = [1.0 / request_rate] * n
+    else:
+        draw = random.Random(seed).gammavariate
+        scale = 1.0 / (request_rate * burstiness)
+        gaps = [draw(burstiness, scale) for _ in range(n)]
+    offsets = list(itertools.accumulate(gaps))
+    if offsets[-1] != 0:
+        factor = (n / request_rate) / offsets[-1]
+        offsets = [offset * factor for offset in offsets]
+    return offsets
+
+
+def request_payload(config: LoadConfig, request: SampleRequest) -> dict[str, Any]:
+    """The JSON body for one request (metrics-spec §5, engines.md §0 rule 5)."""
+    quirks = config.quirks
+    payload: dict[str, Any] = {"model": config.model}
+    if config.chat:
+        payload["messages"] = [
+            {"role": "user", "content": [{"type": "text", "text": request.prompt}]}
+        ]
+        payload[quirks.chat_max_tokens_field] = request.expected_output_len
+    else:
+        payload["prompt"] = request.prompt
+        payload["max_tokens"] = request.expected_output_len
+    payload["stream"] = True
+    payload["stream_options"] = {"include_usage": True}
+    if request.ignore_eos:
+        # Both pin the output length; a request that lets the model stop asks for neither.
+        if quirks.supports_ignore_eos:
+            payload["ignore_eos"] = True
+        if quirks.supports_min_tokens:
+            payload["min_tokens"] = request.expected_output_len
+    if config.temperature is not None:
+        payload["temperature"] = config.temperature
+    payload.update(config.extra_body)
+    return payload
+
+
+def _encode(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _one_line(text: str, secret: str | None) -> str:
+    text = " ".join(text.split())
+    if secret:
+        text = text.replace(secret, "***")
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
+
+
+def _reason(exc: BaseException, secret: str | None) -> str:
+    message = str(exc)
+    return _one_line(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, secret)
+
+
+def _http_error(status: int, reason: str, body: bytes) -> str:
+    """The reason of a non-200 response: the server's error message if it sent one."""
+    detail = ""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        detail = body.decode("utf-8", "replace")
+    else:
+        if isinstance(data, dict):
+            error = data.get("error", data)
+            if isinstance(error, dict):
+                error = error.get("message", error)
+            detail = error if isinstance(error, str) else json.dumps(error)
+    return f"HTTP {status}: {detail.strip() or reason or 'no reason given'}"
+
+
+class _Stream:
+    """What one request has measured so far; survives a timeout that cancels the request."""
+
+    __slots__ = ("chunks", "itl", "last", "output_tokens", "prompt_tokens", "start", "text", "ttft")
+
+    def __init__(self, start: float, keep_text: bool) -> None:
+        self.start = start
+        self.ttft = 0.0
+        self.last = start
+        self.itl: array[float] = array("d")
+        self.chunks = 0
+        self.output_tokens: int | None = None
+        self.prompt_tokens: int | None = None
+        self.text: list[str] | None = [] if keep_text else None
+
+
+class _Runner:
+    """Sends requests through one client; turns each into a RequestRecord."""
+
+    def __init__(
+        self,
+        config: LoadConfig,
+        client: httpx.AsyncClient,
+        token_counter: TokenCounter | None,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.url = config.url
+        self.chat = config.chat
+        self.token_counter = token_counter
+
+    async def measure(self, request: SampleRequest, body: bytes, arrival: float) -> RequestRecord:
+        start = time.perf_counter()
+        stream = _Stream(start, keep_text=self.token_counter is not None)
+        timeout = self.config.request_timeout
+        try:
+            error = await asyncio.wait_for(self._exchange(body, stream), timeout)
+        except asyncio.TimeoutError:
+            error = f"timeout after {timeout:g} s"
+        except Exception as exc:
+            error = _reason(exc, self.config.api_key)
+        return self._record(request, stream, arrival, error)
+
+    async def _exchange(self, body: bytes, stream: _Stream) -> str:
+        """POST and read the stream; returns "" or why the request failed."""
+        async with self.client.stream("POST", self.url, content=body) as response:
+            if response.status_code != 200:
+                detail = b""
+                async for part in response.aiter_raw():
+                    detail += part
+                    if len(detail) > 2048:
+                        break
+                return _one_line(
+                    _http_error(response.status_code, response.reason_phrase, detail),
+                    self.config.api_key,
+                )
+            await self._read_events(response, stream)
+        return ""
+
+    async def _read_events(self, response: httpx.Response, stream: _Stream) -> None:
+        # The hot path: one clock reading per network read, json.loads once per event.
+        feed = SSEParser().feed
+        raw_decode = _DECODER.raw_decode
+        clock = time.perf_counter
+        itl_append = stream.itl.append
+        text = stream.text
+        chat = self.chat
+        start = stream.start
+        last = start
+        chunks = 0
+        try:
+            async for raw in response.aiter_raw():
+                now = clock()
+                for data in feed(raw):
+                    if data == b"[DONE]":
+                        continue
+                    try:
+                        # raw_decode skips json.loads's encoding sniffing and whitespace
+                        # regexes; anything unusual takes the full json.loads below.
+                        decoded = data.decode()
+                        event, end = raw_decode(decoded)
+                        if end != len(decoded) or type(event) is not dict:
+                            raise ValueError
+                    except ValueError:
+                        event = _parse_event(data)
+                    choices = event.get("choices")
+                    if choices:
+                        if chunks:
+                            itl_append(now - last)
+                        else:
+                            stream.ttft = now - start
+                        last = now
+                        chunks += 1
+                        if text is not None:
+                            text.append(_chunk_text(choices, chat))
+                    else:
+                        usage = event.get("usage")
+                        if usage:
+                            stream.output_tokens = usage.get("completion_tokens")
+                            prompt_tokens = usage.get("prompt_tokens")
+                            if prompt_tokens is not None:
+                                stream.prompt_tokens = prompt_tokens
+        finally:
+            stream.last = last
+            stream.chunks = chunks
+
+    def _record(
+        self, request: SampleRequest, stream: _Stream, arrival: float, error: str
+    ) -> RequestRecord:
+        chunks = stream.chunks
+        if not error and not chunks:
+            error = _NO_CHUNK
+        success = not error
+        prompt_len = (
+            stream.prompt_tokens if stream.prompt_tokens is not None else request.prompt_len
+        )
+        output_tokens = 0
+        if success:
+            if stream.output_tokens:
+                output_tokens = int(stream.output_tokens)
+            elif self.token_counter is not None and stream.text is not None:
+                output_tokens = self.token_counter("".join(stream.text))
+            else:
+                output_tokens = chunks
+        return RequestRecord(
+            success=success,
+            start_time=stream.start,
+            ttft=stream.ttft,
+            itl=stream.itl,
+            latency=stream.last - stream.start if success else 0.0,
+            output_tokens=output_tokens,
+            prompt_len=int(prompt_len),
+            chunks=chunks,
+            error=error,
+            queue_time=stream.start - arrival,
+        )
+
+
+def _parse_event(data: bytes) -> dict[str, Any]:
+    try:
+        event = json.loads(data)
+    except ValueError as exc:
+        snippet = data[:80].decode("utf-8", "replace")
+        raise ValueError(f"invalid JSON event ({exc}): {snippet}") from None
+    if type(event) is not dict:
+        raise ValueError(f"event is not a JSON object: {data[:80]!r}")
+    return event
+
+
+def _chunk_text(choices: Any, chat: bool) -> str:
+    choice = choices[0]
+    if chat:
+        delta = choice.get("delta") or {}
+        return str(delta.get("content") or "")  # reasoning deltas are timed, not counted
+    return str(choice.get("text") or "")
+
+
+async def _drive(
+    runner: _Runner,
+    requests: Sequence[SampleRequest],
+    bodies: Callable[[int], bytes],
+    offsets: Sequence[float],
+    limit: int | None,
+    on_record: Callable[[int, RequestRecord], None],
+) -> float:
+    """Dispatch on schedule, at most ``limit`` in flight (FIFO); returns the start time.
+
+    With a limit, ``limit`` workers take requests in arrival order, which is what vLLM's
+    semaphore-per-task does, without keeping a task per waiting request alive.
+    """
+    n = len(requests)
+    tasks: list[asyncio.Task[None]] = []
+    queue: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
+
+    async def one(i: int, arrival: float) -> None:
+        on_record(i, await runner.measure(requests[i], bodies(i), arrival))
+
+    async def worker() -> None:
+        while (item := await queue.get()) is not None:
+            await one(*item)
+
+    if limit is not None:
+        tasks = [asyncio.create_task(worker()) for _ in range(min(limit, n))]
+    try:
+        start = time.perf_counter()
+        clock = time.perf_counter
+        for i, offset in enumerate(offsets):
+            if offset > 0:
+                delay = start + offset - clock()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            arrival = clock()
+            if limit is None:
+                tasks.append(asyncio.create_task(one(i, arrival)))
+            else:
+                queue.put_nowait((i, arrival))
+        if limit is not None:
+            for _ in tasks:
+                queue.put_nowait(None)
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return start
+
+
+def _client(config: LoadConfig, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+    if config.api_key:
+        headers["Authorization"] = f"Bearer {config.api_key}"
+    return httpx.AsyncClient(
+        transport=transport or StreamingTransport(max_connections=config.max_concurrency),
+        headers=headers,
+        timeout=None,  # each request is bounded by config.request_timeout instead
+        trust_env=False,
+        follow_redirects=False,
+    )
+
+
+async def run_load_async(
+    config: LoadConfig,
+    requests: Sequence[SampleRequest],
+    *,
+    progress: Progress | None = None,
+    token_counter: TokenCounter | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> LoadResult:
+    """Send ``requests`` as ``config`` says and return one record per request, in order.
+
+    :param progress: called as ``progress(done, total, output_tokens_so_far)`` when a request
+        finishes (warm-ups excluded).
+    :param token_counter: counts output tokens from the generated text when a response has
+        no usage; without it, the number of token chunks is used.
+    :param transport: an httpx transport to use instead of ``StreamingTransport``.
+    """
+    n = len(requests)
+    offsets = arrival_offsets(n, config.request_rate, config.burstiness, config.seed)
+    records: list[RequestRecord | None] = [None] * n
+    done = 0
+    tokens = 0
+
+    def body(i: int) -> bytes:
+        return _encode(request_payload(config, requests[i]))
+
+    def keep(i: int, record: RequestRecord) -> None:
+        nonlocal done, tokens
+        records[i] = record
+        done += 1
+        tokens += record.output_tokens if record.success else 0
+        if progress is not None:
+            progress(done, n, tokens)
+
+    async with _client(config, transport) as client:
+        runner = _Runner(config, client, token_counter)
+        if n and config.num_warmups:
+            first = body(0)
+            warmups = [requests[0]] * config.num_warmups
+            await _drive(
+                runner,
+                warmups,
+                lambda _: first,
+                [0.0] * len(warmups),
+                config.max_concurrency,
+                lambda _i, _r: None,
+            )
+        start = await _drive(runner, requests, body, offsets, config.max_concurrency, keep)
+        duration = time.perf_counter() - start
+    assert all(record is not None for record in records)
+    return LoadResult(records=tuple(records), duration=duration, start=start)  # type: ignore[arg-type]
+
+
+def run_load(
+    config: LoadConfig,
+    requests: Sequence[SampleRequest],
+    *,
+    progress: Progress | None = None,
+    token_counter: TokenCounter | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> LoadResult:
+    """Synchronous :func:`run_load_async` in a fresh event loop (callable from any thread
+    that is not already running one)."""
+    return asyncio.run(
+        run_load_async(
+            config,
+            requests,
+            progress=progress,
+            token_counter=token_counter,
+            transport=transport,
+        )
+    )
