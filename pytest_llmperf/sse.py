@@ -25,16 +25,19 @@ class SSEParser:
     like any other payload.
     """
 
-    __slots__ = ("_buf", "_cr", "_started")
+    __slots__ = ("_buf", "_cr", "_pre", "_started")
 
     def __init__(self) -> None:
         self._buf = b""  # an incomplete event, line ends already turned into LF
         self._cr = False  # the last read ended in CR: a LF may follow in the next one
         self._started = False
+        self._pre = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if not self._started:
-            if not chunk:
+            chunk = self._pre + chunk
+            if len(chunk) < 3 and _BOM.startswith(chunk):
+                self._pre = chunk  # maybe a byte order mark cut by the network
                 return []
             self._started = True
             if chunk.startswith(_BOM):

@@ -86,6 +86,7 @@ class StandIn:
         self.records: list[dict[str, Any]] = []
         self.connections = 0
         self.peak_connections = 0
+        self.connections_total = 0  # accepted since the last reset: shows keep-alive reuse
         self.streams = 0
         self.peak_streams = 0
 
@@ -93,6 +94,7 @@ class StandIn:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.connections_total += 1
         self.peak_connections = max(self.peak_connections, self.connections)
         try:
             while True:
@@ -135,12 +137,15 @@ class StandIn:
             stats = {
                 "peak_connections": self.peak_connections,
                 "peak_streams": self.peak_streams,
+                "connections_total": self.connections_total,
+                "open_streams": self.streams,
                 "requests": self.records,
             }
             return await self.reply(writer, 200, _json(stats))
         if path == "/_reset" and method == "POST":
             self.records.clear()
             self.peak_connections = self.connections
+            self.connections_total = 0
             self.peak_streams = 0
             return await self.reply(writer, 200, b"{}")
         if method == "POST" and path.endswith("completions"):
