@@ -383,14 +383,10 @@ def llmperf(
     request: pytest.FixtureRequest,
     llmperf_target: Target,
     llmperf_workloads: Workloads,
+    llmperf_profile: WorkloadProfile,
 ) -> LLMPerf:
-    """Measure and gate workloads against the session's engine: ``llmperf.check()``."""
-    profile = (
-        request.getfixturevalue("llmperf_profile")
-        if "llmperf_profile" in (request.fixturenames)
-        else None
-    )
-    return LLMPerf(request, llmperf_target, llmperf_workloads, profile)
+    """Measure and gate the test's profile against the session's engine: ``llmperf.check()``."""
+    return LLMPerf(request, llmperf_target, llmperf_workloads, llmperf_profile)
 
 
 # -- reporting -------------------------------------------------------------------------------
