@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 # How many decode/re-encode rounds a random prompt gets to reach its exact length (vLLM's 10).
 FIT_ROUNDS = 10
 
+# Filler ids tried per repaired prompt before giving up; each try re-encodes the prompt, and
+# in practice the first one or two fit.
+REPAIR_CANDIDATES = 256
+
 # vLLM's ShareGPT filters: both sides at least 4 tokens, prompt at most 1024, sum at most 2048.
 SHAREGPT_MIN_LEN = 4
 SHAREGPT_MAX_PROMPT_LEN = 1024
@@ -118,7 +122,7 @@ def _repair_length(
     while len(ids) > target and text:
         text = text[:-1]
         ids = tokenizer.encode(text)
-    for candidate in fillers.tolist():
+    for candidate in fillers[:REPAIR_CANDIDATES].tolist():
         if len(ids) == target:
             break
         piece = tokenizer.decode([candidate])
