@@ -95,6 +95,7 @@ def _fit_to_length(
     with ids drawn from the same generator, until the count holds or the rounds run out.
     """
     rounds_left = FIT_ROUNDS
+    cut: list[int] | None = None
     while True:
         text = tokenizer.decode(ids)
         ids = tokenizer.encode(text)
@@ -102,8 +103,13 @@ def _fit_to_length(
             return text, ids
         if len(ids) < target:
             ids.extend(rng.integers(0, tokenizer.vocab_size, size=target - len(ids)).tolist())
+            cut = None
         else:
-            ids = ids[:target]
+            if ids[:target] == cut:
+                # The same cut as last round: every round left would repeat it without a draw,
+                # so the outcome (and the generator's state) is already known.
+                return text, ids
+            ids = cut = ids[:target]
         rounds_left -= 1
 
 
