@@ -25,12 +25,19 @@ class ProfileResult:
     spread: dict[str, float] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    variant: str = ""  # the configuration's name (--llmperf-variants); "" = the engine's own
+    series: dict[str, Any] = field(default_factory=dict)  # series.summarize(): for the plots
+
+    @property
+    def label(self) -> str:
+        """The configuration as reports name it: the variant, else the engine."""
+        return self.variant or self.engine
 
 
 @dataclass
 class Ledger:
     results: list[ProfileResult] = field(default_factory=list)
-    failed_starts: dict[str, str] = field(default_factory=dict)  # engine -> error line
+    failed_starts: dict[str, str] = field(default_factory=dict)  # variant -> error line
 
     def add(self, result: ProfileResult) -> None:
         self.results.append(result)
