@@ -42,6 +42,7 @@ _ENTRY_ORDER = (
     "spread",
     "tolerances",
 )
+_VARIANT_ORDER = ("command", "model", "engine_version", "status", "error", "note", "profiles")
 _HIGHER_IS_BETTER = re.compile(r"(throughput|_per_s|goodput|^completed$)")
 
 
@@ -168,9 +169,15 @@ def parse_entry(path: Path, profile: str, raw: Any) -> BaselineEntry:
     )
 
 
-def load_entry(path: Path, profile: str) -> BaselineEntry | None:
+def load_entry(path: Path, profile: str, variant: str | None = None) -> BaselineEntry | None:
+    """The entry of a profile: of the file's ``profiles:``, or of ``variants.<variant>``."""
     document = read_document(path)
-    raw = (document.get("profiles") or {}).get(profile)
+    section = document
+    if variant is not None:
+        section = (document.get("variants") or {}).get(variant) or {}
+        if not isinstance(section, dict):
+            raise _fail(path, f"variants.{variant}", "expected a mapping")
+    raw = (section.get("profiles") or {}).get(profile)
     return None if raw is None else parse_entry(path, profile, raw)
 
 
@@ -207,13 +214,25 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
+def _ordered_profiles(section: dict[str, Any]) -> None:
+    if isinstance(section.get("profiles"), dict):
+        section["profiles"] = {
+            name: _ordered(entry, _ENTRY_ORDER) if isinstance(entry, dict) else entry
+            for name, entry in section["profiles"].items()
+        }
+
+
 def dump_document(document: Mapping[str, Any]) -> str:
     top = _ordered(document, _TOP_ORDER)
-    if isinstance(top.get("profiles"), dict):
-        top["profiles"] = {
-            name: _ordered(entry, _ENTRY_ORDER) if isinstance(entry, dict) else entry
-            for name, entry in top["profiles"].items()
-        }
+    _ordered_profiles(top)
+    if isinstance(top.get("variants"), dict):
+        variants = {}
+        for name, raw in top["variants"].items():
+            if isinstance(raw, dict):
+                raw = _ordered(raw, _VARIANT_ORDER)
+                _ordered_profiles(raw)
+            variants[name] = raw
+        top["variants"] = variants
     text: str = yaml.dump(
         top,
         Dumper=_Dumper,
@@ -248,9 +267,13 @@ def record_entry(
     *,
     header: Mapping[str, Any],
     lock_timeout: float = 120.0,
+    variant: str | None = None,
+    variant_header: Mapping[str, Any] | None = None,
 ) -> None:
     """Add or replace one profile's entry; keep tolerances a reviewer set and other profiles.
 
+    With ``variant``, the entry goes to ``variants.<variant>.profiles`` and the variant's own
+    keys (command, model, engine_version, status) are set from ``variant_header``.
     Read-modify-write happens under a lock file next to the baseline, so several pytest
     processes (xdist workers) updating different profiles of one file all land.
     """
@@ -269,7 +292,14 @@ def record_entry(
         document = read_document(path)
         if not document:
             document = {"schema": SCHEMA_VERSION, **header}
-        profiles = dict(document.get("profiles") or {})
+        section: dict[str, Any] = document
+        if variant is not None:
+            variants = dict(document.get("variants") or {})
+            section = {**(variants.get(variant) or {}), **(variant_header or {})}
+            section.update(status="ok", error=None)
+            variants[variant] = section
+            document["variants"] = variants
+        profiles = dict(section.get("profiles") or {})
         previous = profiles.get(profile)
         new_entry = dict(entry)
         if isinstance(previous, dict) and isinstance(previous.get("tolerances"), dict):
@@ -279,7 +309,9 @@ def record_entry(
         if "spread" in new_entry:
             new_entry["spread"] = _rounded(new_entry["spread"])
         profiles[profile] = new_entry
-        document["profiles"] = dict(sorted(profiles.items()))
+        section["profiles"] = dict(sorted(profiles.items()))
+        if variant is not None:
+            document["variants"][variant] = _ordered(section, _VARIANT_ORDER)
         atomic_write(path, dump_document(document))
     finally:
         lock.release()
