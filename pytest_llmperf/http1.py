@@ -95,7 +95,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
-        if self._phase == _BODY and self._framing == _UNTIL_CLOSE:
+        if self._exc is not None:  # we aborted it, and already know why
+            pass
+        elif self._phase == _BODY and self._framing == _UNTIL_CLOSE:
             self._phase = _DONE
         elif self._phase == _HEAD:
             if self._got_bytes:
