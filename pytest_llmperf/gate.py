@@ -106,11 +106,13 @@ def run_gate(
     def measure_round() -> list[Measurement]:
         return [measure_once() for _ in range(request.repeat)]
 
+    # Read the baseline before measuring: a malformed file fails the test at once, not
+    # after minutes of load whose numbers could not be compared or recorded anyway.
+    entry = baseline.load_entry(path, request.profile.name)
     runs = measure_round()
     center, spread = summarize(runs)
     workload = runs[0].workload
     notes = [note for run in runs for note in run.notes]
-    entry = baseline.load_entry(path, request.profile.name)
     gated = list((entry.tolerances if entry else None) or baseline.DEFAULT_TOLERANCES)
     verdict = _too_many_failures(runs, request.max_failed_requests) or _insufficient(center, gated)
     if verdict is None and request.update:
