@@ -1,0 +1,156 @@
+"""The history file: one JSON line per measured profile, appended by every run, for trends.
+
+Several pytest processes may append at once (parallel CI jobs sharing a workspace, xdist-like
+setups); each appends all of its lines in one write under a lock file next to the history, so
+every line lands whole and none is lost. Reading skips lines that do not parse (a hand edit, a
+file cut by a full disk) instead of refusing the whole history.
+
+``python -m pytest_llmperf.history FILE --html OUT`` draws the trend plot from a history file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.ledger import ProfileResult
+
+SCHEMA = 1
+# What a trend needs; the full metrics live in the JSON results of each run.
+KEY_METRICS = (
+    "total_token_throughput",
+    "output_throughput",
+    "request_throughput",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "mean_e2el_ms",
+    "completed",
+    "failed",
+)
+
+
+def _finite(value: Any) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def record(
+    result: ProfileResult,
+    *,
+    timestamp: str,
+    git_commit: str | None,
+    plugin_version: str,
+) -> dict[str, Any]:
+    """The history line of one result (``timestamp`` is the run's, shared by its lines)."""
+    metrics = {key: _finite(result.metrics.get(key)) for key in KEY_METRICS}
+    return {
+        "schema": SCHEMA,
+        "timestamp": timestamp,
+        "git_commit": git_commit,
+        "plugin_version": plugin_version,
+        "hardware": result.hardware,
+        "engine": result.engine,
+        "variant": result.label,
+        "engine_version": result.engine_version,
+        "model": result.model,
+        "profile": result.profile,
+        "num_prompts": result.workload.get("num_prompts"),
+        "outcome": result.verdict.outcome.value,
+        "metrics": {key: value for key, value in metrics.items() if value is not None},
+    }
+
+
+def append(path: Path, records: Iterable[Mapping[str, Any]], *, lock_timeout: float = 60.0) -> int:
+    """Append the records as JSON lines; returns how many were written."""
+    from filelock import FileLock, Timeout
+
+    text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+    if not text:
+        return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path.with_name(f".{path.name}.lock")))
+    try:
+        lock.acquire(timeout=lock_timeout)
+    except Timeout:
+        raise ConfigError(
+            f"{path}: could not lock the history within {lock_timeout:.0f} s: another process "
+            f"holds {lock.lock_file}"
+        ) from None
+    try:
+        # One O_APPEND write of whole lines; the lock also covers file systems (NFS) where
+        # O_APPEND alone does not keep concurrent writers apart.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            data = text.encode("utf-8")
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    finally:
+        lock.release()
+    return text.count("\n")
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    """Every line that parses as a history record, oldest first; [] when there is no file."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and "timestamp" in item and "profile" in item:
+            out.append(item)
+    return out
+
+
+def series_key(item: Mapping[str, Any]) -> str:
+    """One trend line: the same configuration on the same profile and hardware."""
+    name = item.get("variant") or item.get("engine")
+    return f"{name}/{item.get('profile')} ({item.get('hardware')})"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_llmperf.history",
+        description="Draw the trend plot of a pytest-llmperf history file as HTML.",
+    )
+    parser.add_argument("history", type=Path, help="the JSON-lines file of --llmperf-history")
+    parser.add_argument("--html", type=Path, required=True, help="where to write the plot")
+    args = parser.parse_args(argv)
+    from pytest_llmperf.html_report import write_trend
+
+    items = read(args.history)
+    if not items:
+        print(f"error: {args.history}: no history records", file=sys.stderr)
+        return 2
+    try:
+        write_trend(args.html, items)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(items)} records -> {args.html}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The session as Markdown: what a nightly CI job shows in its summary page.
+
+One results table (configuration, profile, the KPIs, the verdict), the seeds' comparison table
+when several configurations ran, then the details of every test that did not simply pass,
+folded so that a green run stays one screen long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_llmperf.ledger import Ledger, ProfileResult
+from pytest_llmperf.tables import (
+    Table,
+    VariantRow,
+    comparison_grid,
+    variant_table,
+    verdict_summary,
+)
+
+
+def _number(value: object, fmt: str) -> str:
+    return fmt.format(value) if isinstance(value, (int, float)) else "-"
+
+
+def results_table(results: Sequence[ProfileResult]) -> Table:
+    rows = tuple(
+        (
+            "❌" if r.verdict.failed else "✅",
+            r.label,
+            r.profile,
+            _number(r.metrics.get("total_token_throughput"), "{:,.1f}"),
+            _number(r.metrics.get("mean_ttft_ms"), "{:,.1f}"),
+            _number(r.metrics.get("mean_tpot_ms"), "{:,.2f}"),
+            str(r.metrics.get("completed", "-")),
+            verdict_summary(r.verdict),
+        )
+        for r in results
+    )
+    header = (
+        "",
+        "configuration",
+        "profile",
+        "total tok/s",
+        "mean TTFT (ms)",
+        "mean TPOT (ms)",
+        "completed",
+        "verdict",
+    )
+    return Table(header, rows)
+
+
+def _details(result: ProfileResult) -> list[str]:
+    lines = [f"#### {result.label}/{result.profile}: {result.verdict.outcome.value}", ""]
+    lines.extend(f"- {note}" for note in (*result.verdict.notes, *result.notes))
+    lines.extend(f"- failed request: `{error}`" for error in result.errors)
+    if result.verdict.comparisons:
+        lines.append("")
+        lines.append(comparison_grid(result.verdict.comparisons).markdown())
+    lines.append("")
+    lines.append(f"baseline: `{result.baseline_file}`  ")
+    lines.append(f"command: `{result.command}`")
+    lines.append("")
+    return lines
+
+
+def session_markdown(
+    ledger: Ledger,
+    *,
+    hardware: str,
+    comparison: Sequence[VariantRow] = (),
+    reference: str | None = None,
+    title: str = "pytest-llmperf",
+) -> str:
+    """The whole summary; ``comparison`` rows add the seeds' table against ``reference``."""
+    failed = sum(1 for r in ledger.results if r.verdict.failed) + len(ledger.failed_starts)
+    state = f"{failed} failed" if failed else "all passed"
+    lines = [f"## {title}: {hardware}, {len(ledger.results)} profiles, {state}", ""]
+    if ledger.results:
+        lines.append(results_table(ledger.results).markdown())
+        lines.append("")
+    if ledger.failed_starts:
+        lines.append("**Failed to start:**")
+        lines.append("")
+        lines.extend(f"- `{name}`: `{error}`" for name, error in ledger.failed_starts.items())
+        lines.append("")
+    if len({row.variant for row in comparison}) > 1:
+        lines.append(f"### Against {reference}: total token throughput and mean TPOT")
+        lines.append("")
+        lines.append(variant_table(comparison, reference).markdown())
+        lines.append("")
+    attention = [r for r in ledger.results if r.verdict.outcome.value != "pass"]
+    if attention:
+        lines.append(f"<details><summary>{len(attention)} not a plain pass</summary>")
+        lines.append("")
+        for result in attention:
+            lines.extend(_details(result))
+        lines.append("</details>")
+        lines.append("")
+    return "\n".join(lines)
