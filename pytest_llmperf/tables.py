@@ -1,4 +1,4 @@
-"""Pure renderers of the plugin's own tables: regression verdicts and engine comparisons.
+"""Pure renderers of the plugin's own tables: regression verdicts and variant comparisons.
 
 (vLLM's own layouts, the result block and the result JSON, live in ``report.py``.)
 """
@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
 
@@ -34,31 +36,82 @@ def _limit(row: MetricComparison) -> str:
     return text
 
 
+def _width(text: str) -> int:
+    """Columns a terminal gives the text: CJK characters (the seeds' labels) take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
 def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+    widths = [
+        max(_width(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)
+    ]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False)).rstrip()
+        return "  ".join(
+            str(c) + " " * (w - _width(str(c))) for c, w in zip(cells, widths, strict=False)
+        ).rstrip()
 
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
-def comparison_table(comparisons: Sequence[MetricComparison], *, gated_only: bool = False) -> str:
+# -- tables as data: one model, rendered as text (terminal, CI log) or Markdown (job summary) --
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...] = ()  # footnotes, printed under the table
+
+    def text(self) -> str:
+        return "\n".join([*_grid(self.header, self.rows), *self.notes])
+
+    def markdown(self) -> str:
+        def line(cells: Sequence[str]) -> str:
+            return "| " + " | ".join(_md_cell(c) for c in cells) + " |"
+
+        lines = [line(self.header), "|" + "|".join("---" for _ in self.header) + "|"]
+        lines.extend(line(row) for row in self.rows)
+        if self.notes:
+            lines.append("")
+            lines.extend(f"{_md_cell(note)}  " for note in self.notes)
+        return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def comparison_grid(comparisons: Sequence[MetricComparison], *, gated_only: bool = False) -> Table:
     """metric | baseline | measured | change | tolerance | verdict, gated metrics first."""
-    header = ["metric", "baseline", "measured", "change", "tolerance", "verdict"]
-    rows = [
-        [
+    header = ("metric", "baseline", "measured", "change", "tolerance", "verdict")
+    rows = tuple(
+        (
             row.metric,
             _number(row.baseline),
             _number(row.measured),
             _change(row),
             _limit(row),
             row.status.upper() if row.status != "info" else "info",
-        ]
+        )
         for row in comparisons
         if not gated_only or row.tolerance_pct is not None
-    ]
-    return "\n".join(_grid(header, rows))
+    )
+    return Table(header, rows)
+
+
+def comparison_table(comparisons: Sequence[MetricComparison], *, gated_only: bool = False) -> str:
+    """The verdict table as text (see ``comparison_grid``)."""
+    return comparison_grid(comparisons, gated_only=gated_only).text()
+
+
+def verdict_summary(verdict: Verdict) -> str:
+    """One line: the outcome and how each gated metric moved."""
+    text = verdict.outcome.value
+    gated = [c for c in verdict.comparisons if c.tolerance_pct is not None]
+    if gated:
+        text += " (" + ", ".join(f"{c.metric} {c.change_pct:+.1f}%" for c in gated) + ")"
+    return text
 
 
 def verdict_message(
@@ -91,38 +144,85 @@ def verdict_message(
     return "\n".join(lines)
 
 
+def change_pct(value: float, base: float) -> float:
+    """(value - base) / base in percent, rounded half up to one decimal as the seeds print it.
+
+    Decimal arithmetic on the figures as written, so that a change of exactly x.x5 % rounds the
+    way a person with a calculator rounds it, not the way its binary float happens to fall.
+    """
+    exact = (Decimal(repr(value)) - Decimal(repr(base))) / Decimal(repr(base)) * 100
+    return float(exact.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def format_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
 @dataclass(frozen=True)
-class EngineRow:
-    engine: str
+class VariantRow:
+    """One configuration on one profile: the two KPIs of the seeds' tables, or why not."""
+
+    variant: str
     profile: str
     total_token_throughput: float | None
     mean_tpot_ms: float | None
-    error: str | None = None
+    error: str | None = None  # the configuration failed (to start, or in the baseline record)
+    printed_change_pct: float | None = None  # a document's own figure, when reproducing one
+    note: str | None = None  # footnote on this row
 
 
-def engine_comparison(rows: Sequence[EngineRow]) -> str:
-    """The seeds' engine-selection table: per profile, each engine's total tok/s and mean TPOT,
-    and the change of throughput against the first engine."""
+def variant_table(rows: Sequence[VariantRow], reference: str | None = None) -> Table:
+    """The seeds' comparison: per profile and variant, total tok/s and mean TPOT with their
+    change against the reference variant (the first one unless named)."""
     if not rows:
-        return ""
-    reference_engine = rows[0].engine
-    reference = {
-        row.profile: row.total_token_throughput for row in rows if row.engine == reference_engine
+        return Table((), ())
+    reference = reference or rows[0].variant
+    base = {
+        row.profile: row
+        for row in rows
+        if row.variant == reference and row.error is None and row.total_token_throughput
     }
-    header = ["profile", "engine", "total tok/s", f"vs {reference_engine}", "mean TPOT (ms)"]
-    body = []
-    profiles = list(dict.fromkeys(row.profile for row in rows))
-    for profile in profiles:
+    printed = any(row.printed_change_pct is not None for row in rows)
+    header = [
+        "profile",
+        "variant",
+        "total tok/s",
+        f"vs {reference}",
+        "mean TPOT (ms)",
+        f"TPOT vs {reference}",
+    ]
+    if printed:
+        header.append("printed")
+    body: list[tuple[str, ...]] = []
+    notes: dict[str, int] = {}  # the same footnote on several rows is printed once
+    for profile in dict.fromkeys(row.profile for row in rows):
         for row in (r for r in rows if r.profile == profile):
-            if row.error is not None or row.total_token_throughput is None:
-                body.append([profile, row.engine, "failed", row.error or "", "-"])
-                continue
-            base = reference.get(profile)
-            change = (
-                f"{(row.total_token_throughput - base) / base * 100:+.1f}%"
-                if base and row.engine != reference_engine
-                else "-"
-            )
-            tpot = "-" if row.mean_tpot_ms is None else f"{row.mean_tpot_ms:.2f}"
-            body.append([profile, row.engine, f"{row.total_token_throughput:.2f}", change, tpot])
-    return "\n".join(_grid(header, body))
+            mark = ""
+            if row.note:
+                number = notes.setdefault(row.note, len(notes) + 1)
+                mark = f" [{number}]"
+            if row.error is not None:
+                cells = [profile, row.variant + mark, "failed", row.error, "-", "-"]
+            elif row.total_token_throughput is None:
+                cells = [profile, row.variant + mark, "not measured", "-", "-", "-"]
+            else:
+                ref = base.get(profile)
+                tput = tpot = "-"
+                if ref is not None and row.variant != reference:
+                    tput = format_pct(
+                        change_pct(row.total_token_throughput, ref.total_token_throughput or 0.0)
+                    )
+                    if row.mean_tpot_ms is not None and ref.mean_tpot_ms:
+                        tpot = format_pct(change_pct(row.mean_tpot_ms, ref.mean_tpot_ms))
+                cells = [
+                    profile,
+                    row.variant + mark,
+                    f"{row.total_token_throughput:.2f}",
+                    tput,
+                    "-" if row.mean_tpot_ms is None else f"{row.mean_tpot_ms:.2f}",
+                    tpot,
+                ]
+            if printed:
+                cells.append(format_pct(row.printed_change_pct))
+            body.append(tuple(cells))
+    return Table(tuple(header), tuple(body), tuple(f"[{n}] {text}" for text, n in notes.items()))
