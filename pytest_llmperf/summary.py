@@ -5,13 +5,15 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.settings import Settings
-from pytest_llmperf.tables import EngineRow, engine_comparison
+from pytest_llmperf.tables import VariantRow, variant_table, verdict_summary
 
 KEY_METRICS = ("total_token_throughput", "mean_ttft_ms", "mean_tpot_ms")
 
@@ -22,7 +24,7 @@ def _metric(result: ProfileResult, key: str) -> float | None:
 
 
 def compact_line(result: ProfileResult) -> str:
-    parts = [f"{result.engine}/{result.profile}:"]
+    parts = [f"{result.label}/{result.profile}:"]
     labels = {
         "total_token_throughput": "total {:,.1f} tok/s",
         "mean_ttft_ms": "TTFT {:.1f} ms",
@@ -32,24 +34,38 @@ def compact_line(result: ProfileResult) -> str:
         value = _metric(result, key)
         if value is not None:
             parts.append(labels[key].format(value))
-    verdict = result.verdict.outcome.value
-    gated = [c for c in result.verdict.comparisons if c.tolerance_pct is not None]
-    if gated:
-        verdict += " (" + ", ".join(f"{c.metric} {c.change_pct:+.1f}%" for c in gated) + ")"
-    parts.append(f"-> {verdict}")
+    parts.append(f"-> {verdict_summary(result.verdict)}")
     return " ".join(parts)
 
 
-def terminal_lines(ledger: Ledger, *, verbose: bool) -> list[str]:
+def configurations(ledger: Ledger, settings: Settings | None = None) -> list[str]:
+    """The configurations the session ran or tried, in the order the user gave them."""
+    seen = [r.label for r in ledger.results] + list(ledger.failed_starts)
+    declared = [v.name for v in settings.variants] if settings is not None else []
+    return [name for name in dict.fromkeys([*declared, *seen]) if name in seen]
+
+
+def reference_name(ledger: Ledger, settings: Settings | None = None) -> str | None:
+    names = configurations(ledger, settings)
+    if settings is not None:
+        from pytest_llmperf.variants import reference_of
+
+        chosen = reference_of(settings.variants)
+        if chosen in names:
+            return chosen
+    return names[0] if names else None
+
+
+def terminal_lines(ledger: Ledger, *, verbose: bool, settings: Settings | None = None) -> list[str]:
     lines = [compact_line(result) for result in ledger.results]
-    for engine, error in ledger.failed_starts.items():
-        lines.append(f"{engine}: failed to start: {error}")
+    for name, error in ledger.failed_starts.items():
+        lines.append(f"{name}: failed to start: {error}")
     if verbose:
         from pytest_llmperf.report import format_result_block
 
         for result in ledger.results:
             lines.append("")
-            lines.append(f"{result.engine}/{result.profile}")
+            lines.append(f"{result.label}/{result.profile}")
             lines.append(
                 format_result_block(
                     result.metrics,
@@ -58,31 +74,35 @@ def terminal_lines(ledger: Ledger, *, verbose: bool) -> list[str]:
                     errors=result.errors,
                 )
             )
-    engines = list(dict.fromkeys([r.engine for r in ledger.results] + list(ledger.failed_starts)))
-    if len(engines) > 1:
+    names = configurations(ledger, settings)
+    if len(names) > 1:
+        reference = reference_name(ledger, settings)
         lines.append("")
-        lines.append("engine comparison (total token throughput against the first engine):")
-        lines.append(engine_comparison(comparison_rows(ledger, engines)))
+        lines.append(f"comparison (total token throughput and mean TPOT against {reference}):")
+        lines.append(variant_table(comparison_rows(ledger, names), reference).text())
     return lines
 
 
-def comparison_rows(ledger: Ledger, engines: list[str]) -> list[EngineRow]:
+def comparison_rows(ledger: Ledger, names: list[str]) -> list[VariantRow]:
+    """The seeds' table rows: per profile, each configuration's KPIs, or its start failure."""
     rows = []
     profiles = list(dict.fromkeys(r.profile for r in ledger.results))
     for profile in profiles:
-        for engine in engines:
-            found = [r for r in ledger.results if r.engine == engine and r.profile == profile]
+        for name in names:
+            found = [r for r in ledger.results if r.label == name and r.profile == profile]
             if found:
                 rows.append(
-                    EngineRow(
-                        engine,
+                    VariantRow(
+                        name,
                         profile,
                         _metric(found[-1], "total_token_throughput"),
                         _metric(found[-1], "mean_tpot_ms"),
                     )
                 )
-            elif engine in ledger.failed_starts:
-                rows.append(EngineRow(engine, profile, None, None, ledger.failed_starts[engine]))
+            elif name in ledger.failed_starts:
+                rows.append(VariantRow(name, profile, None, None, ledger.failed_starts[name]))
+    if not profiles:  # every configuration failed to start
+        rows = [VariantRow(n, "-", None, None, e) for n, e in ledger.failed_starts.items()]
     return rows
 
 
@@ -121,6 +141,7 @@ def result_record(result: ProfileResult) -> dict[str, Any]:
     verdict = result.verdict
     return {
         "test": result.nodeid,
+        "variant": result.label,
         "engine": result.engine,
         "profile": result.profile,
         "hardware": result.hardware,
@@ -149,18 +170,28 @@ def result_record(result: ProfileResult) -> dict[str, Any]:
         ],
         "errors": list(result.errors),
         "baseline_file": result.baseline_file,
+        "series": result.series,
     }
 
 
-def session_document(ledger: Ledger, *, hardware: str, root: Path) -> dict[str, Any]:
+def session_document(
+    ledger: Ledger,
+    *,
+    hardware: str,
+    root: Path,
+    created: str | None = None,
+    git_commit: str | None = None,
+    reference: str | None = None,
+) -> dict[str, Any]:
     from pytest_llmperf import __version__
 
     document: dict[str, Any] = _jsonable(
         {
             "plugin_version": __version__,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "created": created or _now(),
             "hardware": hardware,
-            "git_commit": _git_commit(root),
+            "git_commit": git_commit if git_commit is not None else _git_commit(root),
+            "reference": reference,
             "failed_starts": ledger.failed_starts,
             "results": [result_record(r) for r in ledger.results],
         }
@@ -168,9 +199,95 @@ def session_document(ledger: Ledger, *, hardware: str, root: Path) -> dict[str, 
     return document
 
 
-def write_outputs(ledger: Ledger, settings: Settings, *, hardware: str) -> None:
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def markdown_target(settings: Settings, environ: Mapping[str, str]) -> tuple[Path, bool] | None:
+    """Where the Markdown summary goes and whether to append: the option's path (replaced),
+    else GitHub's job summary file (appended to, as GitHub expects)."""
+    if settings.summary_path is not None:
+        return settings.summary_path, False
+    step_summary = environ.get("GITHUB_STEP_SUMMARY")
+    return (Path(step_summary), True) if step_summary else None
+
+
+def write_outputs(
+    ledger: Ledger,
+    settings: Settings,
+    *,
+    hardware: str,
+    environ: Mapping[str, str] | None = None,
+    root: Path | None = None,
+) -> list[Path]:
+    """Write every file the user asked for; returns their paths."""
+    from pytest_llmperf import __version__
     from pytest_llmperf.baseline import atomic_write
 
-    if settings.json_path is not None and (ledger.results or ledger.failed_starts):
-        document = session_document(ledger, hardware=hardware, root=Path.cwd())
+    if not (ledger.results or ledger.failed_starts):
+        return []
+    root = root or Path.cwd()
+    created = _now()
+    commit = _git_commit(root)
+    names = configurations(ledger, settings)
+    reference = reference_name(ledger, settings)
+    comparison = comparison_rows(ledger, names) if len(names) > 1 else []
+    written: list[Path] = []
+    if settings.json_path is not None:
+        document = session_document(
+            ledger,
+            hardware=hardware,
+            root=root,
+            created=created,
+            git_commit=commit,
+            reference=reference,
+        )
         atomic_write(settings.json_path, json.dumps(document, indent=2) + "\n")
+        written.append(settings.json_path)
+    target = markdown_target(settings, os.environ if environ is None else environ)
+    if target is not None:
+        from pytest_llmperf.markdown import session_markdown
+
+        path, append = target
+        text = session_markdown(
+            ledger, hardware=hardware, comparison=comparison, reference=reference
+        )
+        if append:
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+        else:
+            atomic_write(path, text + "\n")
+        written.append(path)
+    history: list[dict[str, Any]] = []
+    if settings.history_path is not None:
+        from pytest_llmperf import history as history_file
+
+        history_file.append(
+            settings.history_path,
+            [
+                history_file.record(
+                    r, timestamp=created, git_commit=commit, plugin_version=__version__
+                )
+                for r in ledger.results
+            ],
+        )
+        history = history_file.read(settings.history_path)
+        written.append(settings.history_path)
+    if settings.html_path is not None:
+        from pytest_llmperf import html_report
+
+        page = html_report.render(
+            ledger,
+            hardware=hardware,
+            comparison=comparison,
+            reference=reference,
+            history=history,
+            meta={
+                "created": created,
+                "plugin": __version__,
+                "git commit": commit,
+            },
+        )
+        html_report.write(settings.html_path, page)
+        written.append(settings.html_path)
+    return written
