@@ -57,6 +57,7 @@ class Target:
     server: EngineServer | None = None
     embedded: bool = False
     notes: list[str] = field(default_factory=list)
+    variant: str = ""  # the configuration's name when --llmperf-variants or --engine=a,b named it
 
     def check_alive(self) -> None:
         if self.server is not None:
@@ -138,10 +139,17 @@ class EngineSession:
     """Start (or connect to) one engine for the session, and stop it again."""
 
     def __init__(
-        self, settings: Settings, engine: str, work_dir: Path, headers: dict[str, str] | None = None
+        self,
+        settings: Settings,
+        engine: str,
+        work_dir: Path,
+        headers: dict[str, str] | None = None,
+        *,
+        variant: str = "",
     ) -> None:
         self.settings = settings
         self.engine = engine
+        self.variant = variant
         self.work_dir = work_dir
         self.headers = headers or {}
         self.target: Target | None = None
@@ -178,6 +186,7 @@ class EngineSession:
             version=version,
             server=server,
             embedded=settings.model is None,
+            variant=self.variant,
         )
         return self.target
 
@@ -219,6 +228,7 @@ class EngineSession:
             model=model,
             command=f"(external) {base}",
             version=version,
+            variant=self.variant,
         )
         return self.target
 
@@ -237,6 +247,7 @@ class Measurement:
     errors: tuple[str, ...]
     failed: int
     notes: tuple[str, ...] = ()
+    series: dict[str, Any] = field(default_factory=dict)  # series.summarize(): for the plots
 
 
 def reset_prefix_cache(target: Target, headers: dict[str, str]) -> str | None:
@@ -319,7 +330,7 @@ def measure(
     progress: Callable[[int, int, int], None] | None = None,
 ) -> Measurement:
     """Warm up, reset the prefix cache, send the profile, compute vLLM's metrics."""
-    from pytest_llmperf import loadgen, metrics
+    from pytest_llmperf import loadgen, metrics, series
 
     requests = workloads.requests(profile, target.model, target.embedded)
     config = loadgen.LoadConfig(
@@ -353,6 +364,7 @@ def measure(
         errors=_first_errors(result.records),
         failed=sum(1 for record in result.records if not record.success),
         notes=tuple(notes),
+        series=series.summarize(result.records),
     )
 
 
@@ -385,12 +397,14 @@ def scaled_profile(
 def dry_run(settings: Settings, work_dir: Path) -> str:
     """What each selected engine would start: command, added environment, generated files."""
     from pytest_llmperf.engines.dryrun import describe_plan
+    from pytest_llmperf.variants import from_engines, settings_for
 
     sections = []
-    for engine in settings.engines:
-        if engine == "external" or settings.endpoint:
-            sections.append(f"[{engine}] nothing is started; requests go to {settings.endpoint}")
+    for variant in settings.variants or from_engines(settings.engines):
+        engine, name, chosen = variant.engine, variant.name, settings_for(settings, variant)
+        if engine == "external" or chosen.endpoint:
+            sections.append(f"[{name}] nothing is started; requests go to {chosen.endpoint}")
             continue
-        spec, plan, _ = plan_launch(settings, engine, work_dir / engine)
-        sections.append(f"[{engine}]\n{describe_plan(spec, plan)}")
+        spec, plan, _ = plan_launch(chosen, engine, work_dir / name)
+        sections.append(f"[{name}]\n{describe_plan(spec, plan)}")
     return "\n\n".join(sections)
