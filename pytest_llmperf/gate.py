@@ -62,6 +62,12 @@ def baseline_file(request: GateRequest) -> Path:
     )
 
 
+def _variant_key(target: Target) -> str | None:
+    # A variant named like its engine is that engine's default configuration (`profiles:`);
+    # any other is stored as `variants.<name>` of the engine's file (docs/baselines.md).
+    return None if target.variant in ("", target.engine) else target.variant
+
+
 def _model_key(target: Target) -> str:
     # The embedded model lives in a cache folder whose name carries a content hash; its
     # baselines are keyed by its served name so they survive a cache location change.
@@ -108,7 +114,8 @@ def run_gate(
 
     # Read the baseline before measuring: a malformed file fails the test at once, not
     # after minutes of load whose numbers could not be compared or recorded anyway.
-    entry = baseline.load_entry(path, request.profile.name)
+    variant = _variant_key(request.target)
+    entry = baseline.load_entry(path, request.profile.name, variant)
     runs = measure_round()
     center, spread = summarize(runs)
     workload = runs[0].workload
@@ -124,6 +131,14 @@ def run_gate(
                 "hardware": request.hardware,
                 "model": _model_key(request.target),
                 "engine": request.target.engine,
+            },
+            variant=variant,
+            variant_header={
+                "command": request.target.command
+                if not request.target.embedded
+                else _portable_command(request.target),
+                "model": _model_key(request.target),
+                "engine_version": request.target.version,
             },
         )
         verdict = Verdict(Outcome.RECORDED, notes=(f"recorded in {path}",))
@@ -163,6 +178,8 @@ def run_gate(
         spread=spread,
         errors=runs[-1].errors,
         notes=tuple(dict.fromkeys([*request.target.notes, *notes])),
+        variant=request.target.variant,
+        series=runs[-1].series,
     )
 
 
