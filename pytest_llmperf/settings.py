@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.variants import Variant, from_engines, load_variants
 
 GROUP = "llmperf"
 CONTEXTS = ("pr", "nightly")
@@ -55,6 +56,8 @@ class Settings:
     history_path: Path | None = None
     max_failed_requests: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # The configurations to run in turn: the variants file's, else one per --engine.
+    variants: tuple[Variant, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -361,6 +364,23 @@ def resolve(config: pytest.Config) -> Settings:
         value = _get(config, name)
         return None if value is None else _path(config, value)
 
+    variants_file = optional_path("variants")
+    if variants_file is not None:
+        if config.getoption("llmperf_engine", default=None):
+            raise ConfigError(
+                "--llmperf-variants: the file names the engine of each variant; drop --engine"
+            )
+        variants = load_variants(variants_file)
+        engine_names = tuple(dict.fromkeys(v.engine for v in variants))
+    else:
+        variants = from_engines(engine_names)
+    html_path = optional_path("html")
+    if html_path is not None and importlib.util.find_spec("plotly") is None:
+        raise ConfigError(
+            "--llmperf-html: the HTML report draws its plots with plotly, which is not "
+            "installed; install the extra: pip install 'pytest-llmperf[report]'"
+        )
+
     return Settings(
         engines=engine_names,
         hardware=hw,
@@ -400,11 +420,12 @@ def resolve(config: pytest.Config) -> Settings:
         context=context,
         tolerance_scale=tolerance_scale,
         warn_only=bool(config.getini(f"llmperf_{context}_warn_only")),
-        variants_file=optional_path("variants"),
+        variants_file=variants_file,
         summary_path=optional_path("summary"),
-        html_path=optional_path("html"),
+        html_path=html_path,
         history_path=optional_path("history"),
         max_failed_requests=_positive_int(
             "--llmperf-max-failed", _get(config, "max_failed") or 0, allow_zero=True
         ),
+        variants=variants,
     )
