@@ -141,9 +141,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     settings = metafunc.config.stash.get(SETTINGS, None)
     if settings is None:
         return
-    if "llmperf_engine_name" in metafunc.fixturenames and len(settings.engines) > 1:
+    if "llmperf_engine_name" in metafunc.fixturenames and len(settings.variants) > 1:
         metafunc.parametrize(
-            "llmperf_engine_name", list(settings.engines), indirect=True, scope="session"
+            "llmperf_engine_name",
+            [variant.name for variant in settings.variants],
+            indirect=True,
+            scope="session",
         )
     if "llmperf_profile" not in metafunc.fixturenames:
         return
@@ -181,9 +184,11 @@ def _require_active(settings: Settings) -> None:
 
 @pytest.fixture(scope="session")
 def llmperf_engine_name(request: pytest.FixtureRequest, llmperf_settings: Settings) -> str:
-    """The engine of this test (parametrized when ``--engine`` names several)."""
+    """The configuration of this test: the engine, or the variant of ``--llmperf-variants``
+    (parametrized when there are several, one server at a time)."""
     _require_active(llmperf_settings)
-    return str(getattr(request, "param", llmperf_settings.engines[0]))
+    default = llmperf_settings.variants[0].name if llmperf_settings.variants else None
+    return str(getattr(request, "param", default or llmperf_settings.engines[0]))
 
 
 def _auth_headers(settings: Settings) -> tuple[dict[str, str], str | None]:
@@ -206,13 +211,16 @@ def llmperf_target(
 ) -> Iterator[Target]:
     """The running engine server (or external endpoint) of this session; one at a time."""
     from pytest_llmperf.runner import EngineSession
+    from pytest_llmperf.variants import find, settings_for
 
     headers, _ = _auth_headers(llmperf_settings)
+    variant = find(llmperf_settings.variants, llmperf_engine_name)
     session = EngineSession(
-        llmperf_settings,
-        llmperf_engine_name,
+        settings_for(llmperf_settings, variant),
+        variant.engine,
         tmp_path_factory.mktemp(f"llmperf-{llmperf_engine_name}"),
         headers,
+        variant=variant.name,
     )
     ledger = request.config.stash[LEDGER]
     try:
@@ -399,7 +407,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from pytest_llmperf.summary import terminal_lines
 
     terminalreporter.section("llmperf")
-    for line in terminal_lines(ledger, verbose=config.get_verbosity() > 0):
+    for line in terminal_lines(
+        ledger, verbose=config.get_verbosity() > 0, settings=config.stash[SETTINGS]
+    ):
         terminalreporter.write_line(line)
 
 
