@@ -21,7 +21,7 @@ from typing import Any
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.models import Direction, MetricComparison
-from pytest_llmperf.tables import Table, VariantRow, variant_table
+from pytest_llmperf.tables import Table, VariantRow, key_comparisons, variant_table
 
 EXTRA_HINT = "install the extra: pip install 'pytest-llmperf[report]'"
 LATENCIES = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("itl_ms", "ITL (ms)"),
@@ -119,7 +119,8 @@ def _worse_side(row: MetricComparison) -> float:
 def baseline_figure(result: ProfileResult) -> Any:
     from plotly import graph_objects as go
 
-    rows = list(result.verdict.comparisons)[::-1]  # plotly draws the first bar at the bottom
+    # plotly draws the first bar at the bottom
+    rows = key_comparisons(result.verdict.comparisons)[::-1]
     figure = go.Figure()
     figure.add_trace(
         go.Bar(
@@ -167,10 +168,11 @@ def throughput_figure(
         line = result.series.get("timeline") or {}
         values = line.get("output_tok_s") or []
         width = float(line.get("bucket_s") or 1.0)
+        # A step per bucket, closed at the end of the last one.
         figure.add_trace(
             go.Scatter(
-                x=[index * width for index in range(len(values))],
-                y=values,
+                x=[index * width for index in range(len(values) + 1)],
+                y=[*values, *values[-1:]],
                 mode="lines",
                 line_shape="hv",
                 name=result.label,
@@ -258,7 +260,7 @@ def render(
     info = {"hardware": hardware, **(meta or {})}
     meta_line = " · ".join(f"{key}: {value}" for key, value in info.items() if value)
     sections = ["<h2>Results</h2>"]
-    table = results_table(results)
+    table = results_table(results, marks=("ok", "FAIL"))  # no emoji font in every browser
     failed = [i for i, r in enumerate(results) if r.verdict.failed]
     sections.append(html_table(table, failed))
     for name, error in ledger.failed_starts.items():
@@ -301,9 +303,12 @@ def render(
 
 
 def write(path: Path, page: str) -> None:
+    import os
+
     from pytest_llmperf.baseline import atomic_write
 
     atomic_write(path, page)
+    os.chmod(path, 0o644)  # an artifact others read, not the temporary file's 0600
 
 
 def write_trend(path: Path, items: Sequence[Mapping[str, Any]]) -> None:

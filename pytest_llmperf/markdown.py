@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_llmperf.ledger import Ledger, ProfileResult
+from pytest_llmperf.models import Outcome
 from pytest_llmperf.tables import (
     Table,
     VariantRow,
     comparison_grid,
+    key_comparisons,
     variant_table,
     verdict_summary,
 )
@@ -23,10 +25,11 @@ def _number(value: object, fmt: str) -> str:
     return fmt.format(value) if isinstance(value, (int, float)) else "-"
 
 
-def results_table(results: Sequence[ProfileResult]) -> Table:
+def results_table(results: Sequence[ProfileResult], marks: tuple[str, str] = ("✅", "❌")) -> Table:
+    """One row per test; ``marks`` are the pass and fail signs of the first column."""
     rows = tuple(
         (
-            "❌" if r.verdict.failed else "✅",
+            marks[1] if r.verdict.failed else marks[0],
             r.label,
             r.profile,
             _number(r.metrics.get("total_token_throughput"), "{:,.1f}"),
@@ -56,7 +59,7 @@ def _details(result: ProfileResult) -> list[str]:
     lines.extend(f"- failed request: `{error}`" for error in result.errors)
     if result.verdict.comparisons:
         lines.append("")
-        lines.append(comparison_grid(result.verdict.comparisons).markdown())
+        lines.append(comparison_grid(key_comparisons(result.verdict.comparisons)).markdown())
     lines.append("")
     lines.append(f"baseline: `{result.baseline_file}`  ")
     lines.append(f"command: `{result.command}`")
@@ -89,7 +92,9 @@ def session_markdown(
         lines.append("")
         lines.append(variant_table(comparison, reference).markdown())
         lines.append("")
-    attention = [r for r in ledger.results if r.verdict.outcome.value != "pass"]
+    attention = [
+        r for r in ledger.results if r.verdict.outcome not in (Outcome.PASS, Outcome.RECORDED)
+    ]
     if attention:
         lines.append(f"<details><summary>{len(attention)} not a plain pass</summary>")
         lines.append("")

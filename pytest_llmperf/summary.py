@@ -203,6 +203,14 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def _write(path: Path, text: str) -> None:
+    from pytest_llmperf.baseline import atomic_write
+
+    atomic_write(path, text)
+    # The temporary file was private (0600); a report is an artifact others read.
+    os.chmod(path, 0o644)
+
+
 def markdown_target(settings: Settings, environ: Mapping[str, str]) -> tuple[Path, bool] | None:
     """Where the Markdown summary goes and whether to append: the option's path (replaced),
     else GitHub's job summary file (appended to, as GitHub expects)."""
@@ -222,7 +230,6 @@ def write_outputs(
 ) -> list[Path]:
     """Write every file the user asked for; returns their paths."""
     from pytest_llmperf import __version__
-    from pytest_llmperf.baseline import atomic_write
 
     if not (ledger.results or ledger.failed_starts):
         return []
@@ -242,7 +249,7 @@ def write_outputs(
             git_commit=commit,
             reference=reference,
         )
-        atomic_write(settings.json_path, json.dumps(document, indent=2) + "\n")
+        _write(settings.json_path, json.dumps(document, indent=2) + "\n")
         written.append(settings.json_path)
     target = markdown_target(settings, os.environ if environ is None else environ)
     if target is not None:
@@ -256,7 +263,7 @@ def write_outputs(
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(text + "\n")
         else:
-            atomic_write(path, text + "\n")
+            _write(path, text + "\n")
         written.append(path)
     history: list[dict[str, Any]] = []
     if settings.history_path is not None:
@@ -288,6 +295,6 @@ def write_outputs(
                 "git commit": commit,
             },
         )
-        html_report.write(settings.html_path, page)
+        _write(settings.html_path, page)
         written.append(settings.html_path)
     return written

@@ -100,6 +100,27 @@ def comparison_grid(comparisons: Sequence[MetricComparison], *, gated_only: bool
     return Table(header, rows)
 
 
+# What a report shows of a verdict: the gated metrics and these (the full list is in the JSON).
+KEY_METRICS = (
+    "total_token_throughput",
+    "output_throughput",
+    "request_throughput",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "p99_e2el_ms",
+)
+
+
+def key_comparisons(comparisons: Sequence[MetricComparison]) -> list[MetricComparison]:
+    """The gated metrics (first, as the verdict orders them), then the key ones."""
+    return [c for c in comparisons if c.tolerance_pct is not None or c.metric in KEY_METRICS]
+
+
 def comparison_table(comparisons: Sequence[MetricComparison], *, gated_only: bool = False) -> str:
     """The verdict table as text (see ``comparison_grid``)."""
     return comparison_grid(comparisons, gated_only=gated_only).text()
