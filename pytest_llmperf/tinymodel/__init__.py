@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 MODEL_NAME = "tiny-qwen3"
 SEED = 20251129
 VOCAB_SIZE = 2048
@@ -36,16 +36,18 @@ SHAPE: dict[str, int] = {
     "head_dim": 64,
 }
 
+# Qwen's chat format. No whitespace control ({%- ... -%}) here: it would eat the newline after
+# the role name, letting the role merge with the first prompt token during tokenization.
 CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
+    "{% for message in messages %}"
     "<|im_start|>{{ message['role'] }}\n"
-    "{%- if message['content'] is string -%}{{ message['content'] }}"
-    "{%- else -%}{%- for part in message['content'] -%}"
-    "{%- if part['type'] == 'text' -%}{{ part['text'] }}{%- endif -%}"
-    "{%- endfor -%}{%- endif -%}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}"
     "<|im_end|>\n"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
 MODEL_FILES = (
@@ -118,6 +120,9 @@ def _train_tokenizer(out_dir: Path) -> int:
             "model_max_length": MAX_POSITIONS,
             "chat_template": CHAT_TEMPLATE,
             "clean_up_tokenization_spaces": False,
+            # Named so that every special token is excluded from random prompts.
+            "additional_special_tokens": ["<|im_start|>"],
+            "extra_special_tokens": ["<|im_start|>"],
         },
     )
     _write_json(
