@@ -45,6 +45,21 @@ th { background: #f3f3f3; } td.fail { color: #b00020; font-weight: 600; }
 """
 
 
+def require_plotly() -> None:
+    """Fail early (at configure time, before any engine starts) when plotly is missing."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("plotly") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(
+            f"--llmperf-html: the HTML report draws its plots with plotly, which is not "
+            f"installed; {EXTRA_HINT}"
+        )
+
+
 def _plotly() -> Any:
     try:
         import plotly
