@@ -375,11 +375,10 @@ def resolve(config: pytest.Config) -> Settings:
     else:
         variants = from_engines(engine_names)
     html_path = optional_path("html")
-    if html_path is not None and importlib.util.find_spec("plotly") is None:
-        raise ConfigError(
-            "--llmperf-html: the HTML report draws its plots with plotly, which is not "
-            "installed; install the extra: pip install 'pytest-llmperf[report]'"
-        )
+    if html_path is not None:
+        from pytest_llmperf.html_report import require_plotly
+
+        require_plotly()
 
     return Settings(
         engines=engine_names,
