@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -133,7 +134,8 @@ def test_chat_role_chunk_counts_as_the_first_token(stand_in: StandInProcess) -> 
     assert record.success, record.error
     assert record.chunks == 11  # role chunk + 10 content chunks
     assert len(record.itl) == 10
-    assert record.itl[0] < 0.001  # the first content chunk follows the role chunk at once
+    # The first content chunk follows the role chunk at once; the others come 1 ms apart.
+    assert record.itl[0] < 0.5 * statistics.median(record.itl[1:])
     assert record.output_tokens == 10  # from usage, not from the chunk count
     assert record.prompt_len == 3 + 10  # the server's count (chat template) replaces ours
 
