@@ -358,7 +358,10 @@ def compare(
     tolerances = dict(entry.tolerances or gate.default_tolerances or DEFAULT_TOLERANCES)
     tolerances.update(tolerance_overrides or {})
     rows: list[MetricComparison] = []
-    for metric in sorted(entry.metrics, key=lambda m: (m not in tolerances, m)):
+    # Gated metrics first, in the order their tolerances are listed; then the rest by name.
+    gated_order = {metric: index for index, metric in enumerate(tolerances)}
+    ordered = sorted(entry.metrics, key=lambda m: (gated_order.get(m, len(gated_order)), m))
+    for metric in ordered:
         value = measured.get(metric)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue

@@ -223,12 +223,15 @@ def llmperf_target(
         variant=variant.name,
     )
     ledger = request.config.stash[LEDGER]
+    failure: str | None = None
     try:
         target = session.start()
     except LLMPerfError as exc:
-        ledger.failed_starts[llmperf_engine_name] = str(exc).splitlines()[0]
+        failure = str(exc)
+    if failure is not None:  # failed outside the except block: no chained traceback
+        ledger.failed_starts[llmperf_engine_name] = failure.splitlines()[0]
         session.stop()
-        pytest.fail(str(exc), pytrace=False)
+        pytest.fail(failure, pytrace=False)
     hardware = request.config.stash[HARDWARE]
     if llmperf_settings.hardware and not llmperf_settings.endpoint:
         from pytest_llmperf.hardware import detect
@@ -317,6 +320,7 @@ class LLMPerf:
         merged = {**(marker_tolerances or {}), **(tolerances or {})} or None
         headers, api_key = _auth_headers(self.settings)
         progress = _progress_printer(self._request.config, chosen)
+        failure: str | None = None
         try:
             result = run_gate(
                 self._gate_request(chosen, merged),
@@ -331,7 +335,9 @@ class LLMPerf:
                 ),
             )
         except LLMPerfError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            failure = str(exc)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
         self._publish(result)
         self._enforce(result)
         return result

@@ -2,6 +2,7 @@
 
 A line is printed each time another tenth of the requests has finished, so a 1000-request
 profile writes ten lines, not a thousand, and no carriage-return animation garbles a log file.
+Runs of fewer than ``min_total`` requests finish too fast to need progress and print nothing.
 """
 
 from __future__ import annotations
@@ -11,23 +12,34 @@ from collections.abc import Callable
 
 
 class ProgressLine:
-    def __init__(self, label: str, write_line: Callable[[str], None], steps: int = 10) -> None:
+    def __init__(
+        self,
+        label: str,
+        write_line: Callable[[str], None],
+        steps: int = 10,
+        min_total: int = 20,
+    ) -> None:
         self.label = label
         self.write_line = write_line
         self.steps = steps
+        self.min_total = min_total
         self._started: float | None = None
+        self._tokens_at_start = 0
         self._next_step = 1
 
     def __call__(self, done: int, total: int, output_tokens: int) -> None:
         now = time.perf_counter()
         if self._started is None:
-            self._started = now
-        if total <= 0 or done * self.steps < self._next_step * total:
+            # The first completion starts the clock: the rate covers what came after it.
+            self._started, self._tokens_at_start = now, output_tokens
+        if total < self.min_total or done * self.steps < self._next_step * total:
             return
         while done * self.steps >= self._next_step * total:
             self._next_step += 1
-        elapsed = max(now - self._started, 1e-9)
-        self.write_line(
-            f"llmperf {self.label}: {done}/{total} requests, "
-            f"{output_tokens / elapsed:,.0f} output tok/s so far"
+        elapsed = now - self._started
+        rate = (
+            f", {(output_tokens - self._tokens_at_start) / elapsed:,.0f} output tok/s"
+            if elapsed > 0
+            else ""
         )
+        self.write_line(f"llmperf {self.label}: {done}/{total} requests done{rate}")

@@ -204,7 +204,9 @@ class EngineSession:
                 response = httpx.get(
                     f"{base}/v1/models", headers=self.headers, timeout=10.0, trust_env=False
                 )
-                if response.status_code == 200:
+                # Any answer but a server error means something serves there; the model
+                # list is optional (the name then comes from --model).
+                if response.status_code < 500:
                     break
                 problem = f"GET {base}/v1/models answered {response.status_code}"
             except httpx.HTTPError as exc:

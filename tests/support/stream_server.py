@@ -133,6 +133,9 @@ class StandIn:
     ) -> bool:
         if path == "/health":
             return await self.reply(writer, 200, b"{}")
+        if path == "/v1/models":  # what an OpenAI-compatible server lists; clients read the name
+            models = {"object": "list", "data": [{"id": "stand-in", "object": "model"}]}
+            return await self.reply(writer, 200, _json(models))
         if path == "/_stats":
             stats = {
                 "peak_connections": self.peak_connections,
