@@ -42,7 +42,8 @@ def standin() -> Iterator[StandInProcess]:
 @pytest.fixture
 def suite(pytester: pytest.Pytester, standin: StandInProcess, tiny_model_dir: Path) -> list[str]:
     pytester.makeini(
-        "[pytest]\nllmperf_profiles = profiles.yaml\nasyncio_default_fixture_loop_scope = function\n"
+        "[pytest]\nllmperf_profiles = profiles.yaml\n"
+        "asyncio_default_fixture_loop_scope = function\n"
     )
     pytester.path.joinpath("profiles.yaml").write_text(PROFILES)
     pytester.makepyfile(test_suite=SUITE)
