@@ -289,8 +289,16 @@ class StandIn:
             await writer.drain()
             return True
 
-        uniform = self.rng.uniform
         n_first = len(first_frames)
+        if mode == "ok":
+            paced = _Paced(writer.transport, frames, n_first, gap_lo, gap_hi, self.rng, sends)
+            if not await paced.done:
+                return False
+            writer.write(tail)
+            await writer.drain()
+            return True
+
+        uniform = self.rng.uniform
         for i, frame in enumerate(frames):
             if i > n_first:  # the role chunk and the first content chunk go back to back
                 await asyncio.sleep(uniform(gap_lo, gap_hi) if gap_hi > gap_lo else gap_lo)
@@ -323,6 +331,53 @@ class StandIn:
         writer.write(tail)
         await writer.drain()
         return True
+
+
+class _Paced:
+    """Sends frames from timer callbacks: no task wake-up per chunk, so a stand-in serving
+    hundreds of paced streams stays quick to read new requests and to send on time."""
+
+    def __init__(
+        self,
+        transport: asyncio.WriteTransport,
+        frames: list[bytes],
+        n_first: int,
+        gap_lo: float,
+        gap_hi: float,
+        rng: random.Random,
+        sends: list[float],
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[bool] = self.loop.create_future()
+        self.transport = transport
+        self.frames = frames
+        self.n_first = n_first
+        self.gap_lo = gap_lo
+        self.gap_hi = gap_hi
+        self.rng = rng
+        self.sends = sends
+        self.next = 0
+        self.tick()
+
+    def tick(self) -> None:
+        if self.transport.is_closing():
+            self.done.set_result(False)
+            return
+        i = self.next
+        self.transport.write(self.frames[i])
+        self.sends.append(time.perf_counter())
+        self.next = i = i + 1
+        if i == len(self.frames):
+            self.done.set_result(True)
+        elif i <= self.n_first:  # the role chunk and the first content chunk go back to back
+            self.tick()
+        else:
+            gap = (
+                self.rng.uniform(self.gap_lo, self.gap_hi)
+                if self.gap_hi > self.gap_lo
+                else (self.gap_lo)
+            )
+            self.loop.call_later(gap, self.tick)
 
 
 async def serve(settings: Settings, host: str, port: int, dump: Path | None) -> None:
