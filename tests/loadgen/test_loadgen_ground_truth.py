@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -96,6 +97,34 @@ def measure(server: StandInProcess) -> tuple[float, float, str]:
     return ttft_mae, gap_mae, lines
 
 
+# A third process that only sleeps 1 ms at a time and notes how late it wakes: how much the
+# machine itself (other processes, a busy host) delays a process that wants to run.
+_CANARY = """
+import select, sys, time
+late = []
+while True:
+    t = time.perf_counter()
+    if select.select([sys.stdin], [], [], 0.001)[0]:
+        break
+    late.append(time.perf_counter() - t - 0.001)
+late.sort()
+print(late[int(0.99 * (len(late) - 1))] * 1e3)
+"""
+
+
+class Canary:
+    def __enter__(self) -> Canary:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _CANARY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        out, _ = self.proc.communicate("stop\n", timeout=30)
+        self.p99_late_ms = float(out)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="needs a clock shared across processes")
 def test_timing_matches_the_servers_timestamps_at_256_streams(
@@ -107,16 +136,24 @@ def test_timing_matches_the_servers_timestamps_at_256_streams(
     )  # fmt: skip
     # Other load on the machine can only add error (a descheduled client or server reads
     # late), never remove it: the best of three runs is the client's own accuracy.
-    best = (math.inf, math.inf)
+    best = (math.inf, math.inf, math.inf)
     for attempt in range(1, 4):
-        ttft_mae, gap_mae, lines = measure(server)
+        with Canary() as canary:
+            ttft_mae, gap_mae, lines = measure(server)
         with capsys.disabled():
             print(
                 f"\nground truth, run {attempt}: {REQUESTS} chat streams of {CHUNKS + 1} chunks,"
-                f" gaps {GAP_MS}-{GAP_MAX_MS} ms\n{lines}"
+                f" gaps {GAP_MS}-{GAP_MAX_MS} ms\n{lines}\n  machine: a 1 ms sleeper woke"
+                f" {canary.p99_late_ms:.3f} ms late at p99"
             )
-        best = min(best, (ttft_mae, gap_mae), key=max)
-        if max(best) < 1.0:
+        best = min(best, (ttft_mae, gap_mae, canary.p99_late_ms), key=lambda b: max(b[:2]))
+        if max(best[:2]) < 1.0:
             break
+    if max(best[:2]) >= 1.0 and best[2] >= 1.0:
+        pytest.skip(
+            f"the machine delays processes by more than 1 ms (p99 {best[2]:.1f} ms) even in the"
+            f" best run, so it cannot check 1 ms accuracy (MAE TTFT {best[0]:.3f} ms,"
+            f" gaps {best[1]:.3f} ms)"
+        )
     assert best[0] < 1.0, f"TTFT MAE {best[0]:.3f} ms"
     assert best[1] < 1.0, f"chunk gap MAE {best[1]:.3f} ms"
