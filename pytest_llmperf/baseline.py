@@ -10,6 +10,7 @@ or partial file behind.
 from __future__ import annotations
 
 import contextlib
+import glob
 import math
 import os
 import re
@@ -260,6 +261,15 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete what writes of ``path`` killed before their rename left (SIGKILL runs no
+    cleanup), so it is not committed next to the baseline. Called under the file's lock: no
+    write of ``path`` can be under way."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+
+
 def record_entry(
     path: Path,
     profile: str,
@@ -312,6 +322,7 @@ def record_entry(
         section["profiles"] = dict(sorted(profiles.items()))
         if variant is not None:
             document["variants"][variant] = _ordered(section, _VARIANT_ORDER)
+        _remove_stale_temporaries(path)
         atomic_write(path, dump_document(document))
     finally:
         lock.release()
