@@ -150,6 +150,7 @@ def verdict_message(
         Outcome.NO_BASELINE: "has no baseline",
         Outcome.WORKLOAD_CHANGED: "ran a workload that differs from its baseline",
         Outcome.INSUFFICIENT_DATA: "has insufficient data",
+        Outcome.REQUESTS_FAILED: "had more failed requests than allowed",
         Outcome.PASS: "passed",
         Outcome.RECORDED: "was recorded",
     }[verdict.outcome]
@@ -160,8 +161,9 @@ def verdict_message(
     if verdict.comparisons:
         lines.append("")
         lines.append(comparison_table(verdict.comparisons))
-    lines.append("")
-    lines.append(f"to accept the new numbers: {accept_command}")
+    if verdict.outcome is not Outcome.REQUESTS_FAILED:  # numbers of a failing run: never accept
+        lines.append("")
+        lines.append(f"to accept the new numbers: {accept_command}")
     return "\n".join(lines)
 
 
