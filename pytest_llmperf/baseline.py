@@ -338,6 +338,10 @@ class GateSettings:
     tolerance_scale: float = 1.0  # multiplies every tolerance
     spread_factor: float = 3.0  # a change within this many spreads is noise, whatever the tol
     default_tolerances: Mapping[str, float] | None = None
+    # A latency (``*_ms``) that moved by less than this many milliseconds did not move: a
+    # client cannot resolve a token's time that finely, and near zero (a server that sent
+    # a whole answer in one chunk: TPOT 0.0004 ms) any relative change is meaningless.
+    floor_ms: float = 0.1
 
 
 def _threshold(
@@ -397,7 +401,9 @@ def compare(
         if direction is Direction.LOWER_IS_BETTER:
             worse_by = -worse_by
         # worse_by < 0 means the metric got worse by that many percent
-        if worse_by < -limit:
+        if metric.endswith("_ms") and abs(float(value) - baseline_value) < gate.floor_ms:
+            status, decided_by = "pass", "floor"
+        elif worse_by < -limit:
             status = "regressed"
         elif worse_by > limit:
             status = "improved"

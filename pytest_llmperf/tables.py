@@ -29,7 +29,9 @@ def _limit(row: MetricComparison) -> str:
     if row.tolerance_pct is None:
         return "-"
     text = f"±{row.tolerance_pct:g}%"
-    if row.threshold_pct is not None and row.decided_by == "spread":
+    if row.decided_by == "floor":
+        text += " (below the ms floor)"
+    elif row.threshold_pct is not None and row.decided_by == "spread":
         text += f" (noise ±{row.threshold_pct:.1f}%)"
     elif row.threshold_pct is not None and not math.isclose(row.threshold_pct, row.tolerance_pct):
         text += f" (x scale: ±{row.threshold_pct:.1f}%)"
