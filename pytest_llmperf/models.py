@@ -73,7 +73,7 @@ class MetricComparison:
     direction: Direction
     status: str  # "pass", "regressed", "improved" or "info"
     threshold_pct: float | None = None  # the limit that decided; tolerance, or wider from spread
-    decided_by: str = "tolerance"  # "tolerance" or "spread"
+    decided_by: str = "tolerance"  # "tolerance", "spread", or "floor" (moved < floor_ms)
 
     @property
     def change_pct(self) -> float:
