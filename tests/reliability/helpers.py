@@ -24,37 +24,38 @@ from pytest_llmperf import baseline
 
 TOKEN_VARIABLE = "LLMPERF_FAULT_SCENARIO"
 
-# Four small random workloads: 8 prompts of 32 tokens in, 8 out. "tiny" is the default one.
+# Small random workloads: 8 prompts of 32 tokens in, 32 out (fewer output tokens may all
+# arrive in one network read, which leaves TPOT without samples). "tiny" is the default.
 PROFILES_YAML = textwrap.dedent(
     """
     profiles:
       tiny:
         dataset: random
         input_len: 32
-        output_len: 8
+        output_len: 32
         num_prompts: 8
       tiny-a:
         dataset: random
         input_len: 32
-        output_len: 8
+        output_len: 32
         num_prompts: 8
         seed: 1
       tiny-b:
         dataset: random
         input_len: 32
-        output_len: 8
+        output_len: 32
         num_prompts: 8
         seed: 2
       tiny-c:
         dataset: random
         input_len: 32
-        output_len: 8
+        output_len: 32
         num_prompts: 8
         seed: 3
       tiny-d:
         dataset: random
         input_len: 32
-        output_len: 8
+        output_len: 32
         num_prompts: 8
         seed: 4
       busy:
@@ -127,7 +128,9 @@ class InnerRun:
     seconds: float
     token: str
 
-    def __str__(self) -> str:  # what an assertion shows
+    @property
+    def log(self) -> str:
+        """What a failed assertion shows (a string: pytest would shorten an object's repr)."""
         return f"exit {self.returncode} after {self.seconds:.1f} s\n{self.output[-6000:]}"
 
 

@@ -83,26 +83,26 @@ def test_bad_option_is_a_usage_error_and_writes_nothing(
     before = file_hashes(project.baselines)
     run = run_pytest(project, [*args, *WRITES], timeout=120)
     assert run.returncode == 4, run  # pytest's usage error: no test ran
-    assert expected in run.output, run
-    assert run.seconds < 30, run
+    assert expected in run.output, run.log
+    assert run.seconds < 30, run.log
     _nothing_written(project, before)
 
 
 def test_unknown_engine_lists_every_valid_engine(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     run = run_pytest(project, ["--engine=vllm,tensorrt", *WRITES], timeout=120)
-    assert run.returncode == 4, run
+    assert run.returncode == 4, run.log
     for name in ("vllm", "sglang", "trtllm", "mindie", "llamacpp", "external"):
-        assert name in run.output.split("valid engines are", 1)[1].splitlines()[0], run
+        assert name in run.output.split("valid engines are", 1)[1].splitlines()[0], run.log
 
 
 def test_unknown_profile_lists_the_users_profiles_too(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     run = run_pytest(project, ["--engine=vllm", "--llmperf-profile=tiny,huge", *WRITES])
-    assert run.returncode == 4, run
+    assert run.returncode == 4, run.log
     valid = run.output.split("valid profiles are", 1)[1].splitlines()[0]
     for name in ("short", "very-long", "tiny", "tiny-a", "busy"):
-        assert name in valid, run
+        assert name in valid, run.log
 
 
 def test_marker_naming_an_unknown_profile_is_a_usage_error(tmp_path: Path) -> None:
@@ -117,7 +117,7 @@ def test_marker_naming_an_unknown_profile_is_a_usage_error(tmp_path: Path) -> No
     )
     project = make_project(tmp_path, source)
     run = run_pytest(project, ["--engine=vllm", *WRITES], timeout=120)
-    assert run.returncode != 0, run
+    assert run.returncode != 0, run.log
     assert "@pytest.mark.llmperf names unknown profile(s) tinny; valid profiles are" in run.output
     assert not (project.root / "out").exists()
 
@@ -142,8 +142,8 @@ def test_bad_profile_file_names_file_profile_and_key(
     lines = [f"    {k}: {v}" for k, v in settings.items()] + [f"    {profile}"]
     project = make_project(tmp_path, profiles="profiles:\n  bad:\n" + "\n".join(lines) + "\n")
     run = run_pytest(project, ["--engine=vllm", "--llmperf-profile=bad", *WRITES], timeout=120)
-    assert run.returncode == 4, run
-    assert f"{project.root / 'profiles.yaml'}: {expected}" in run.output, run
+    assert run.returncode == 4, run.log
+    assert f"{project.root / 'profiles.yaml'}: {expected}" in run.output, run.log
     assert not (project.root / "out").exists()
     assert file_hashes(project.baselines) == {}
 
@@ -151,8 +151,8 @@ def test_bad_profile_file_names_file_profile_and_key(
 def test_malformed_profile_yaml_names_file_and_line(tmp_path: Path) -> None:
     project = make_project(tmp_path, profiles="profiles:\n  bad:\n    dataset: [random\n")
     run = run_pytest(project, ["--engine=vllm", *WRITES], timeout=120)
-    assert run.returncode == 4, run
-    assert f"{project.root / 'profiles.yaml'} line 4: not valid YAML" in run.output, run
+    assert run.returncode == 4, run.log
+    assert f"{project.root / 'profiles.yaml'} line 4: not valid YAML" in run.output, run.log
 
 
 # -- mistakes seen once a server answers ---------------------------------------------------
@@ -186,8 +186,8 @@ def test_malformed_baseline_yaml_names_file_and_line(
     before = file_hashes(project.baselines)
     args = [*external_args(proxy.url, tiny_model_dir), "--llmperf-json=out/results.json"]
     run = run_pytest(project, args + (["--update-baselines"] if update else []))
-    assert run.returncode == 1, run
-    assert f"{path}: line 5, column 64: not valid YAML" in run.output, run
+    assert run.returncode == 1, run.log
+    assert f"{path}: line 5, column 64: not valid YAML" in run.output, run.log
     assert "restore it from version control" in run.output
     assert proxy.stats()["load_requests"] == 0, "a broken baseline must stop the test first"
     assert file_hashes(project.baselines) == before
@@ -226,9 +226,9 @@ def test_baseline_with_a_wrong_schema_is_named_and_kept(
     path.write_text(content)
     before = file_hashes(project.baselines)
     run = run_pytest(project, [*external_args(proxy.url, tiny_model_dir), *WRITES])
-    assert run.returncode == 1, run
-    assert f"{path}: {expected}" in run.output, run
-    assert proxy.stats()["load_requests"] == 0, run
+    assert run.returncode == 1, run.log
+    assert f"{path}: {expected}" in run.output, run.log
+    assert proxy.stats()["load_requests"] == 0, run.log
     _nothing_written(project, before)
 
 
@@ -243,8 +243,8 @@ def test_missing_sharegpt_file_says_which_option_and_where_it_comes_from(
     project = make_project(tmp_path, profiles=SHAREGPT_PROFILE)
     args = [a for a in external_args(proxy.url, tiny_model_dir) if "profile" not in a]
     run = run_pytest(project, [*args, "--llmperf-profile=sg", *WRITES])
-    assert run.returncode == 1, run
-    assert "profile 'sg' reads a ShareGPT file but none was given" in run.output, run
+    assert run.returncode == 1, run.log
+    assert "profile 'sg' reads a ShareGPT file but none was given" in run.output, run.log
     assert "--llmperf-sharegpt" in run.output
     assert "ShareGPT_V3_unfiltered_cleaned_split.json" in run.output
     assert "anon8231489123/ShareGPT_Vicuna_unfiltered" in run.output
@@ -255,8 +255,8 @@ def test_missing_sharegpt_file_says_which_option_and_where_it_comes_from(
     run = run_pytest(
         project, [*args, "--llmperf-profile=sg", f"--llmperf-sharegpt={missing}", *WRITES]
     )
-    assert run.returncode == 1, run
-    assert f"ShareGPT file {missing}:" in run.output, run
+    assert run.returncode == 1, run.log
+    assert f"ShareGPT file {missing}:" in run.output, run.log
     assert "--llmperf-sharegpt PATH" in run.output
     assert "the plugin never downloads anything" in run.output
     assert proxy.stats()["load_requests"] == 0

@@ -216,9 +216,9 @@ def test_four_xdist_workers_update_one_file(
         project,
         [*args, "--llmperf-profile=tiny-a,tiny-b,tiny-c,tiny-d", "--update-baselines", "-n", "4"],
     )
-    assert run.returncode == 0, run
-    assert "4 passed" in run.output, run
-    assert "4 workers [4 items]" in run.output, run
+    assert run.returncode == 0, run.log
+    assert "4 passed" in run.output, run.log
+    assert "4 workers [4 items]" in run.output, run.log
     entries = baseline.load_all(path)
     assert sorted(entries) == ["kept", "tiny-a", "tiny-b", "tiny-c", "tiny-d"]
     for name in ("tiny-a", "tiny-b", "tiny-c", "tiny-d"):
