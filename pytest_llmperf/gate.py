@@ -89,11 +89,12 @@ def _too_many_failures(runs: Sequence[Measurement], budget: int) -> Verdict | No
     )
 
 
-def _insufficient(metrics: Mapping[str, Any], gated: Sequence[str]) -> Verdict | None:
-    if not metrics.get("completed"):
+def _insufficient(runs: Sequence[Measurement], gated: Sequence[str]) -> Verdict | None:
+    """A gated latency with no samples is no evidence either way (vLLM would report 0)."""
+    if not all(run.metrics.get("completed") for run in runs):
         return Verdict(Outcome.INSUFFICIENT_DATA, notes=("no request completed",))
     for kind, key in SAMPLE_KEYS.items():
-        if key in gated and not metrics.get(key):
+        if key in gated and any(run.samples.get(kind, 1) == 0 for run in runs):
             return Verdict(
                 Outcome.INSUFFICIENT_DATA,
                 notes=(f"{key} has no samples (no request produced the chunks {kind} needs)",),
@@ -121,7 +122,7 @@ def run_gate(
     workload = runs[0].workload
     notes = [note for run in runs for note in run.notes]
     gated = list((entry.tolerances if entry else None) or baseline.DEFAULT_TOLERANCES)
-    verdict = _too_many_failures(runs, request.max_failed_requests) or _insufficient(center, gated)
+    verdict = _too_many_failures(runs, request.max_failed_requests) or _insufficient(runs, gated)
     if verdict is None and request.update:
         baseline.record_entry(
             path,

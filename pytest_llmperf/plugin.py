@@ -374,11 +374,21 @@ class LLMPerf:
 
 
 def _accept_command(config: pytest.Config, profile: str) -> str:
-    args = [
-        a
-        for a in config.invocation_params.args
-        if a not in ("--update-baselines", "--llmperf-update-baselines")
-    ]
+    """The invocation that records this profile's numbers: the same options, this profile."""
+    args: list[str] = []
+    skip_value = False
+    for arg in config.invocation_params.args:
+        if skip_value:
+            skip_value = False
+            continue
+        if arg in ("--update-baselines", "--llmperf-update-baselines"):
+            continue
+        if arg in ("--llmperf-profile", "--profile"):
+            skip_value = True
+            continue
+        if arg.startswith(("--llmperf-profile=", "--profile=")):
+            continue
+        args.append(arg)
     return shlex.join(["pytest", *args, "--llmperf-profile", profile, "--update-baselines"])
 
 

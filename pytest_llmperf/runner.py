@@ -83,7 +83,7 @@ def resolve_model(settings: Settings, engine: str) -> str:
     """The model to serve; the embedded tiny model when none is named (vLLM only)."""
     if settings.model is not None:
         return settings.model
-    if engine == "external" or settings.endpoint:
+    if engine == "external":
         raise ConfigError(
             "--model: name the model the endpoint serves (its tokenizer makes token-exact "
             "prompts and its name keys the baselines)"
@@ -133,6 +133,22 @@ def served_model_name(base_url: str, fallback: str, headers: dict[str, str]) -> 
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
         pass
     return fallback
+
+
+def listed_model_root(base_url: str, headers: dict[str, str]) -> str | None:
+    """The model path or id a server lists as ``root`` (vLLM does), like vllm bench's default.
+
+    Only a root that is a local folder is used: its tokenizer must load without a download.
+    """
+    try:
+        response = httpx.get(
+            f"{base_url}/v1/models", headers=headers, timeout=10.0, trust_env=False
+        )
+        data = response.json().get("data") if response.status_code == 200 else None
+        root = data[0].get("root") if data else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None
+    return str(root) if root and Path(str(root)).is_dir() else None
 
 
 class EngineSession:
@@ -195,7 +211,6 @@ class EngineSession:
         spec = get_engine(self.engine)
         if not settings.endpoint:
             raise ConfigError("--engine=external needs --endpoint URL of the running server")
-        model = resolve_model(settings, "external")
         base = settings.endpoint.removesuffix("/v1")
         deadline = time.monotonic() + min(settings.startup_timeout, 60.0)
         problem = ""
@@ -214,6 +229,10 @@ class EngineSession:
             time.sleep(0.5)
         else:
             raise EngineStartError(f"--endpoint {base} is not serving ({problem})")
+        model = settings.model or listed_model_root(base, self.headers)
+        if model is None:
+            resolve_model(settings, "external")  # raises: says --model is needed
+            raise AssertionError("unreachable")
         name = settings.served_model_name or served_model_name(base, model, self.headers)
         version = None
         try:
@@ -250,6 +269,7 @@ class Measurement:
     failed: int
     notes: tuple[str, ...] = ()
     series: dict[str, Any] = field(default_factory=dict)  # series.summarize(): for the plots
+    samples: dict[str, int] = field(default_factory=dict)  # metrics.sample_counts()
 
 
 def reset_prefix_cache(target: Target, headers: dict[str, str]) -> str | None:
@@ -367,6 +387,7 @@ def measure(
         failed=sum(1 for record in result.records if not record.success),
         notes=tuple(notes),
         series=series.summarize(result.records),
+        samples=metrics.sample_counts(result.records),
     )
 
 

@@ -190,8 +190,18 @@ def settings_for(settings: Settings, variant: Variant) -> Settings:
         engines=(variant.engine,),
         model=variant.model if variant.model is not None else settings.model,
         engine_args=(*settings.engine_args, *variant.engine_args),
-        endpoint=variant.endpoint if variant.endpoint is not None else settings.endpoint,
+        endpoint=variant.endpoint
+        if variant.endpoint is not None
+        else _shared_endpoint(settings, variant),
     )
+
+
+def _shared_endpoint(settings: Settings, variant: Variant) -> str | None:
+    """--endpoint belongs to the `external` engine when the session has one (vllm,external
+    compares a started vLLM with a running server); otherwise it is where the engine runs."""
+    if variant.engine != "external" and "external" in settings.engines:
+        return None
+    return settings.endpoint
 
 
 def main(argv: Sequence[str] | None = None) -> int:
