@@ -14,6 +14,9 @@ Scenarios:
 - 256 streams paced: 20-50 ms between chunks, as a decoding server sends them; neither
   client is saturated, so the figure to compare is client CPU time per chunk.
 
+A third column shows our client on httpx's default transport (httpcore), for the record of
+why the load generator brings its own (pytest_llmperf/http1.py).
+
 When a client did not keep its core busy (the stand-in could not feed it), the ratio printed
 is that of CPU time per chunk instead of chunks per second.
 
@@ -38,6 +41,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
@@ -89,16 +94,24 @@ def samples(scenario: Scenario) -> list[SampleRequest]:
     ]
 
 
-async def ours(base_url: str, scenario: Scenario) -> tuple[int, int]:
+async def ours(base_url: str, scenario: Scenario, *, stock: bool = False) -> tuple[int, int]:
     config = LoadConfig(
         base_url=base_url,
         model="stand-in",
         endpoint=scenario.endpoint,
         max_concurrency=scenario.concurrency,
     )
-    result = await run_load_async(config, samples(scenario))
+    transport = None
+    if stock:  # httpx's own transport, sized as the brief for the client asks
+        limits = httpx.Limits(max_connections=scenario.concurrency, max_keepalive_connections=None)
+        transport = httpx.AsyncHTTPTransport(limits=limits, http1=True, trust_env=False)
+    result = await run_load_async(config, samples(scenario), transport=transport)
     good = [r for r in result.records if r.success]
     return sum(r.chunks for r in good), len(result.records) - len(good)
+
+
+async def ours_on_stock_httpx(base_url: str, scenario: Scenario) -> tuple[int, int]:
+    return await ours(base_url, scenario, stock=True)
 
 
 async def vllms(base_url: str, scenario: Scenario) -> tuple[int, int]:
@@ -159,14 +172,15 @@ def best(figures: list[Figure]) -> Figure:
 
 
 def run_scenario(scenario: Scenario, rounds: int, server_cpus: set[int]) -> None:
+    clients = {"ours": ours, "vllm": vllms, "stock": ours_on_stock_httpx}
+    figures: dict[str, list[Figure]] = {name: [] for name in clients}
     with StandInProcess("--no-record", *scenario.server_args, cpus=server_cpus) as server:
-        measure(ours, server.base_url, scenario)  # warm both paths (imports, first connects)
-        measure(vllms, server.base_url, scenario)
-        figures: dict[str, list[Figure]] = {"ours": [], "vllm": []}
+        for client in clients.values():  # warm every path (imports, first connects)
+            measure(client, server.base_url, scenario)
         for _ in range(rounds):
-            figures["ours"].append(measure(ours, server.base_url, scenario))
-            figures["vllm"].append(measure(vllms, server.base_url, scenario))
-    a, b = best(figures["ours"]), best(figures["vllm"])
+            for name, client in clients.items():
+                figures[name].append(measure(client, server.base_url, scenario))
+    a, b, c = (best(figures[name]) for name in clients)
     if min(a.busy, b.busy) > 0.9:  # both saturated their core: the rates are capacities
         verdict = f"x{a.rate / b.rate:.2f} chunks/s"
     else:  # one of them had spare CPU: compare the CPU each spent per chunk
@@ -177,7 +191,7 @@ def run_scenario(scenario: Scenario, rounds: int, server_cpus: set[int]) -> None
     failed = sum(f.failed for fs in figures.values() for f in fs)
     print(
         f"{scenario.name:<34} {a.rate:>11,.0f} {b.rate:>11,.0f}"
-        f" {a.us_per_chunk:>8.2f} {b.us_per_chunk:>8.2f}   {verdict}"
+        f" {a.us_per_chunk:>8.2f} {b.us_per_chunk:>8.2f} {c.us_per_chunk:>9.2f}   {verdict}"
         + (f"  FAILED REQUESTS: {failed}" if failed else "")
     )
 
@@ -249,10 +263,16 @@ def main() -> None:
     ]
     print(f"client on CPU {client_cpu}, stand-in on CPU {sorted(server_cpus)}; {versions()}")
     print(f"best of {args.rounds} alternating rounds per client\n")
-    print(f"{'scenario':<34} {'ours ch/s':>11} {'vLLM ch/s':>11} {'ours µs':>8} {'vLLM µs':>8}")
+    print(
+        f"{'scenario':<34} {'ours ch/s':>11} {'vLLM ch/s':>11} {'ours µs':>8} {'vLLM µs':>8}"
+        f" {'httpx µs':>9}   ours vs vLLM"
+    )
     for scenario in scenarios:
         run_scenario(scenario, args.rounds, server_cpus)
-    print("(µs: client CPU time per chunk; ch/s: chunks per wall-clock second)")
+    print(
+        "(µs: client CPU time per chunk; ch/s: chunks per wall-clock second;"
+        " httpx: our client on httpx's default transport)"
+    )
     record_memory()
 
 
