@@ -1,0 +1,80 @@
+"""The latency-injecting proxy stretches a stream's time by its factor, and nothing else.
+
+Against the stand-in streaming server (paced: 40 ms to the first token, 20 ms between
+tokens), measured with the plugin's own load generator and metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_llmperf.loadgen import LoadConfig, run_load
+from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.models import SampleRequest
+from tests.support.slow_proxy import SlowProxy, SlowProxyProcess
+from tests.support.stream_server import StandInProcess
+
+REQUESTS = [SampleRequest("one two three", 3, 12) for _ in range(8)]
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[SlowProxyProcess]:
+    with (
+        StandInProcess("--ttft-ms", "40", "--gap-ms", "20", "--no-record") as standin,
+        SlowProxyProcess(standin.base_url) as slow,
+    ):
+        yield slow
+
+
+def measure(url: str) -> dict[str, float]:
+    config = LoadConfig(base_url=url, model="m", endpoint="/v1/chat/completions")
+    result = run_load(config, REQUESTS)
+    assert all(record.success for record in result.records)
+    assert all(record.output_tokens == 12 for record in result.records)
+    return compute_metrics(result.records, result.duration)
+
+
+def test_factor_stretches_ttft_and_every_gap(proxy: SlowProxyProcess) -> None:
+    proxy.set_factor(1.0)
+    plain = measure(proxy.base_url)
+    proxy.set_factor(2.0)
+    slow = measure(proxy.base_url)
+    proxy.set_factor(1.0)
+    assert slow["mean_itl_ms"] / plain["mean_itl_ms"] == pytest.approx(2.0, rel=0.2)
+    assert slow["mean_tpot_ms"] / plain["mean_tpot_ms"] == pytest.approx(2.0, rel=0.2)
+    assert slow["mean_ttft_ms"] / plain["mean_ttft_ms"] == pytest.approx(2.0, rel=0.25)
+    # The answers themselves are untouched: same tokens, same number of chunks.
+    assert slow["total_output_tokens"] == plain["total_output_tokens"]
+
+
+def test_factor_one_passes_the_stream_through(proxy: SlowProxyProcess) -> None:
+    proxy.set_factor(1.0)
+    proxy.reset()
+    through = measure(proxy.base_url)
+    stats = proxy.stats()
+    assert stats["requests"] == len(REQUESTS)
+    # 40 ms + 11 gaps of 20 ms per request: the proxy adds no pacing of its own.
+    assert through["mean_tpot_ms"] == pytest.approx(20.0, rel=0.3)
+    assert stats["max_late_ms"] < 50.0
+
+
+def test_only_the_next_requests_can_be_slowed(proxy: SlowProxyProcess) -> None:
+    proxy.reset()
+    proxy.set_factor(3.0, requests=len(REQUESTS), then=1.0)
+    slow = measure(proxy.base_url)
+    plain = measure(proxy.base_url)
+    assert slow["mean_tpot_ms"] / plain["mean_tpot_ms"] == pytest.approx(3.0, rel=0.25)
+    stats = proxy.stats()
+    assert (stats["requests"], stats["left"], stats["factor"], stats["then"]) == (16, 0, 3.0, 1.0)
+    proxy.set_factor(1.0)
+
+
+def test_a_proxy_cannot_speed_up(proxy: SlowProxyProcess) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        proxy.set_factor(0.5)
+    with pytest.raises(ValueError, match="at least 1"):
+        SlowProxy("http://127.0.0.1:1", factor=0.9)
+    with pytest.raises(ValueError, match="http://"):
+        SlowProxy("localhost:8000")
