@@ -399,7 +399,18 @@ def _progress_printer(config: pytest.Config, profile: WorkloadProfile) -> Any:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or config.get_verbosity() < 0:
         return None
-    return ProgressLine(profile.name, reporter.write_line)
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def write_line(line: str) -> None:
+        # While a test runs, its output is captured (and dropped when it passes): step past
+        # the capture, as pytest's live logging does, so the line shows as the run goes.
+        if capture is None:
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+    return ProgressLine(profile.name, write_line)
 
 
 @pytest.fixture
