@@ -80,7 +80,8 @@ def main() -> None:
         [sys.executable, "-c", VLLM_CLIENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
-    assert client.stdin is not None and client.stdout is not None
+    assert client.stdin is not None
+    assert client.stdout is not None
     tokenizer = datasets.load_tokenizer(str(model))
     requests = datasets.random_requests(
         tokenizer, num_prompts=args.num_prompts, input_len=args.input_len,
