@@ -179,3 +179,40 @@ def test_engine_other_than_vllm_needs_a_model(pytester: pytest.Pytester) -> None
     result = pytester.runpytest("--engine=sglang", "--llmperf-profile=short")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*--model is required with --engine=sglang*"])
+
+
+def test_dry_run_prints_the_seed_command_and_starts_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_serving(llmperf):\n    llmperf.check()\n")
+    result = pytester.runpytest_subprocess(
+        "--engine=trtllm",
+        "--model=Qwen/Qwen3-32B",
+        "--engine-args=--max_seq_len=40960 --enable_chunked_prefill",
+        "--llmperf-dry-run",
+    )
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "[[]trtllm[]]",
+            "command: trtllm-serve Qwen/Qwen3-32B --max_seq_len=40960 --enable_chunked_prefill "
+            "--host 127.0.0.1 --port *",
+            "*nothing was started*",
+        ]
+    )
+    assert "passed" not in result.stdout.str()
+
+
+def test_dry_run_of_mindie_shows_the_generated_config(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_serving(llmperf):\n    llmperf.check()\n")
+    result = pytester.runpytest_subprocess(
+        "--engine=mindie",
+        "--model=Qwen/Qwen3-30B-A3B",
+        "--engine-args=--enable-prefix-caching",
+        "--llmperf-dry-run",
+    )
+    assert result.ret == 0
+    text = result.stdout.str()
+    assert "command: mindieservice_daemon" in text
+    assert "MIES_CONFIG_JSON_PATH=" in text
+    assert '"enablePrefixCache": true' in text
+    assert '"modelName": "Qwen/Qwen3-30B-A3B"' in text
+    assert '"modelWeightPath": "Qwen/Qwen3-30B-A3B"' in text
