@@ -100,7 +100,7 @@ def _number_map(path: Path, where: str, raw: Any) -> dict[str, float]:
     for key, value in raw.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _fail(path, f"{where}.{key}", f"expected a number, got {value!r}")
-        out[str(key)] = float(value)
+        out[str(key)] = value  # counts stay integers: they print as recorded
     return out
 
 

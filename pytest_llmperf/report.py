@@ -74,27 +74,36 @@ def format_result_block(
         lines.extend(f"Error {i}: {e}" for i, e in enumerate(errors[:_MAX_LISTED_ERRORS]))
 
     lines.append(" Serving Benchmark Result ".center(_WIDTH, "="))
-    lines.append(_line("Successful requests:", metrics["completed"]))
-    lines.append(_line("Failed requests:", metrics["failed"]))
+
+    def count(label: str, key: str) -> None:
+        # A figure a baseline never recorded (older vLLM printed no "Failed requests") is left
+        # out rather than invented, so a stored baseline prints as it was measured.
+        if key in metrics:
+            lines.append(_line(label, metrics[key]))
+
+    def figure(label: str, key: str) -> None:
+        if key in metrics:
+            lines.append(_fline(label, metrics[key]))
+
+    count("Successful requests:", "completed")
+    count("Failed requests:", "failed")
     if max_concurrency is not None:
         lines.append(_line("Maximum request concurrency:", max_concurrency))
     if request_rate != math.inf:
         lines.append(_fline("Request rate configured (RPS):", request_rate))
-    lines.append(_fline("Benchmark duration (s):", metrics["duration"]))
-    lines.append(_line("Total input tokens:", metrics["total_input_tokens"]))
-    lines.append(_line("Total generated tokens:", metrics["total_output_tokens"]))
-    lines.append(_fline("Request throughput (req/s):", metrics["request_throughput"]))
+    figure("Benchmark duration (s):", "duration")
+    count("Total input tokens:", "total_input_tokens")
+    count("Total generated tokens:", "total_output_tokens")
+    figure("Request throughput (req/s):", "request_throughput")
     if metrics.get("request_goodput") is not None:
-        lines.append(_fline("Request goodput (req/s):", metrics["request_goodput"]))
-    lines.append(_fline("Output token throughput (tok/s):", metrics["output_throughput"]))
-    lines.append(
-        _fline("Peak output token throughput (tok/s):", metrics["max_output_tokens_per_s"])
-    )
+        figure("Request goodput (req/s):", "request_goodput")
+    figure("Output token throughput (tok/s):", "output_throughput")
+    figure("Peak output token throughput (tok/s):", "max_output_tokens_per_s")
     # An integer count printed with .2f ("6.00"), as vLLM does.
-    lines.append(_fline("Peak concurrent requests:", metrics["max_concurrent_requests"]))
+    figure("Peak concurrent requests:", "max_concurrent_requests")
     if metrics.get("rtfx", 0.0) > 0.0:
-        lines.append(_fline("RTFx (Inverse Real-Time Factor):", metrics["rtfx"]))
-    lines.append(_fline("Total token throughput (tok/s):", metrics["total_token_throughput"]))
+        figure("RTFx (Inverse Real-Time Factor):", "rtfx")
+    figure("Total token throughput (tok/s):", "total_token_throughput")
 
     # vLLM only measures client queueing under a concurrency limit, and the queue-inclusive
     # latency only when arrivals are also paced.
@@ -105,12 +114,14 @@ def format_result_block(
     for key, label, header in _SECTIONS:
         if key not in selected or not available.get(key, True):
             continue
+        if f"mean_{key}_ms" not in metrics:
+            continue  # not recorded (vLLM saves E2EL only when asked to)
         lines.append(header.center(_WIDTH, "-"))
-        lines.append(_fline(f"Mean {label} (ms):", metrics[f"mean_{key}_ms"]))
-        lines.append(_fline(f"Median {label} (ms):", metrics[f"median_{key}_ms"]))
+        figure(f"Mean {label} (ms):", f"mean_{key}_ms")
+        figure(f"Median {label} (ms):", f"median_{key}_ms")
         for p in percentiles:
             word = _percentile_word(p)
-            lines.append(_fline(f"P{word} {label} (ms):", metrics[f"p{word}_{key}_ms"]))
+            figure(f"P{word} {label} (ms):", f"p{word}_{key}_ms")
     lines.append("=" * _WIDTH)
     return "\n".join(lines) + "\n"
 
