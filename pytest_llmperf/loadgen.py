@@ -15,6 +15,9 @@ Where it deliberately differs, each without effect on vLLM-shaped streams except
   by a few µs of parsing).
 - The request body is encoded before ``start_time``; aiohttp encodes it after.
 - A failed request gets a one-line reason, not a traceback.
+- An event carrying an ``error`` object (how vLLM reports a failure after the stream began,
+  e.g. when its engine core dies) fails the request with the server's message; vLLM's
+  client skips such an event and counts the request as a success with a cut-short output.
 - The arrival gaps come from Python's ``random.Random(seed).gammavariate`` (this module
   stays numpy-free), vLLM draws them from NumPy's global generator: same distribution and
   normalisation, different individual gaps for the same seed.
@@ -323,6 +326,8 @@ class _Runner:
                             prompt_tokens = usage.get("prompt_tokens")
                             if prompt_tokens is not None:
                                 stream.prompt_tokens = prompt_tokens
+                        elif "error" in event:
+                            raise StreamError(_error_event_message(event["error"]))
         finally:
             stream.last = last
             stream.chunks = chunks
@@ -357,6 +362,18 @@ class _Runner:
             error=error,
             queue_time=stream.start - arrival,
         )
+
+
+class StreamError(Exception):
+    """The server reported a failure inside a stream that had begun normally."""
+
+
+def _error_event_message(error: Any) -> str:
+    if isinstance(error, dict):
+        message = error.get("message") or "no message"
+        code = error.get("code")
+        return f"error event: {message}" + (f" (code {code})" if code is not None else "")
+    return f"error event: {error}"
 
 
 def _parse_event(data: bytes) -> dict[str, Any]:
