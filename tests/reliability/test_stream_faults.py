@@ -60,9 +60,10 @@ def test_each_fault_fails_its_request_with_its_reason(proxy: FaultProxy) -> None
         5: Fault("bad_sse", after_events=2),
         6: Fault("cut", after_bytes=20),  # in the middle of the first event
         7: Fault("pass", latency_ms=300),
+        9: Fault("error_event", after_events=3, message="EngineCore encountered an issue"),
     }
     proxy.set_plan(FaultPlan(requests=faults))
-    result = loadgen.run_load(_config(proxy, request_timeout=60), _requests(9))
+    result = loadgen.run_load(_config(proxy, request_timeout=60), _requests(10))
     records = result.records
     ok = [i for i, r in enumerate(records) if r.success]
     assert ok == [0, 7, 8], [r.error for r in records]
@@ -78,10 +79,14 @@ def test_each_fault_fails_its_request_with_its_reason(proxy: FaultProxy) -> None
     assert records[5].error.startswith("ValueError: invalid JSON event")
     assert records[5].chunks == 2
     assert records[6].error == CUT
+    # vLLM's way of saying a started stream failed: an error event, then [DONE].
+    assert records[9].error == (
+        "StreamError: error event: EngineCore encountered an issue (code 500)"
+    )
     assert all(r.output_tokens == 0 and r.latency == 0 for r in records if not r.success)
     stats = proxy.stats()
-    assert stats["load_requests"] == 9
-    assert stats["faults"] == {"pass": 3, "cut": 2, "status": 3, "bad_sse": 1}
+    assert stats["load_requests"] == 10
+    assert stats["faults"] == {"pass": 3, "cut": 2, "status": 3, "bad_sse": 1, "error_event": 1}
 
 
 def test_stalled_stream_ends_at_the_request_timeout(proxy: FaultProxy) -> None:

@@ -10,6 +10,8 @@ networks and engines fail in production:
              the connection without ending the chunked body
 ``bad_sse``  forward ``after_events`` events, inject one event that is not JSON, go on
 ``stall``    forward ``after_events`` events, then send nothing more (``stall_s`` at most)
+``error_event`` forward ``after_events`` events, then an ``{"error": ...}`` event and
+             ``[DONE]``, the way vLLM ends a stream whose request failed (engine core died)
 ``drop``     close the connection before any response byte
 
 Which request gets which fault: a ``FaultPlan`` maps the ordinal of a completion request
@@ -37,7 +39,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-MODES = ("pass", "status", "cut", "bad_sse", "stall", "drop")
+MODES = ("pass", "status", "cut", "bad_sse", "stall", "error_event", "drop")
 # Not JSON: a client must count the request as failed, not skip the event.
 BAD_EVENT = b'data: {"choices": [{"index": 0, "text": "unterminated\n\n'
 _HOP_HEADERS = {
@@ -400,12 +402,18 @@ class ProxyServer:
                         await _stall(reader, fault.stall_s)
                         writer.close()
                         return False
+                    if fault.mode == "error_event":
+                        await _end_with_error(writer, fault)
+                        return True
                     if fault.mode == "bad_sse" and not injected:
                         writer.write(_chunk(BAD_EVENT))
                         injected = True
                 writer.write(_chunk(event))
                 record["events"] += 1
             await writer.drain()
+        if fault.mode == "error_event":
+            await _end_with_error(writer, fault)
+            return True
         if fault.mode in ("cut", "stall") or (fault.mode == "bad_sse" and not injected):
             # The body ended before the fault's moment: apply it at the end.
             if fault.mode == "bad_sse":
@@ -423,6 +431,13 @@ class ProxyServer:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
+
+
+async def _end_with_error(writer: asyncio.StreamWriter, fault: Fault) -> None:
+    error = {"error": {"message": fault.message, "type": "InjectedFault", "code": fault.status}}
+    writer.write(_chunk(b"data: " + json.dumps(error).encode() + b"\n\n"))
+    writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    await writer.drain()
 
 
 async def _stall(reader: asyncio.StreamReader, seconds: float) -> None:
