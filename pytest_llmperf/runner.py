@@ -63,6 +63,11 @@ class Target:
         if self.server is not None:
             self.server.check_alive()
 
+    def check_serving(self) -> None:
+        """After failed requests: were they the engine dying? (see EngineServer)."""
+        if self.server is not None:
+            self.server.check_serving()
+
 
 def launch_request(
     settings: Settings, engine: str, *, port: int, config_dir: Path, model: str
@@ -354,6 +359,8 @@ def measure(
     """Warm up, reset the prefix cache, send the profile, compute vLLM's metrics."""
     from pytest_llmperf import loadgen, metrics, series
 
+    # An engine that died earlier in the session fails this test now, not after timeouts.
+    target.check_alive()
     requests = workloads.requests(profile, target.model, target.embedded)
     config = loadgen.LoadConfig(
         base_url=target.base_url,
@@ -371,14 +378,17 @@ def measure(
     if settings.warmups:
         warmup = loadgen.run_load(config, _warmup_requests(requests, settings.warmups))
         if not any(record.success for record in warmup.records):
-            target.check_alive()
+            target.check_serving()
             first = next((r.error for r in warmup.records if r.error), "no response")
             raise EngineStartError(f"every warm-up request failed: {first}")
     note = reset_prefix_cache(target, headers)
     if note:
         notes.append(note)
     result = loadgen.run_load(config, requests, progress=progress)
-    target.check_alive()
+    if all(record.success for record in result.records):
+        target.check_alive()
+    else:
+        target.check_serving()  # failed requests may be the engine dying under the load
     computed = metrics.compute_metrics(result.records, result.duration)
     return Measurement(
         metrics=computed,

@@ -121,6 +121,8 @@ class EngineServer:
         # Set when the engine ended before we asked it to: then no exit code is "normal"
         # (MindIE's abort() gives -6 both after a stop and when it crashes).
         self.exited_unasked = False
+        # Why the engine is no longer usable, once found out: later checks repeat it at once.
+        self._death: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -199,15 +201,54 @@ class EngineServer:
         """Raise ``EngineDiedError`` with the log tail if the engine is gone."""
         if self._proc is None:
             raise EngineDiedError(f"{self.spec.display_name} was never started")
+        if self._death is not None:
+            raise EngineDiedError(self._death)
         code = self._proc.poll()
         if code is not None and not self.stopped_on_request:
             self.exit_code = code
             self.exited_unasked = True
-            raise EngineDiedError(
+            self._death = (
                 f"{self.spec.display_name} engine exited with code {code} while the session "
                 f"still needed it (log: {self.log_path}); last lines:\n"
                 f"{tail_lines(self.log_path)}"
             )
+            raise EngineDiedError(self._death)
+
+    def check_serving(self, grace: float = 30.0) -> None:
+        """``check_alive``, and ask the health URL too: for use after requests failed.
+
+        An engine whose core died keeps its HTTP front end up for a while (vLLM's watchdog
+        closes it within about 5 s, longer on a loaded machine), answering 503 or refusing
+        connections. Wait for that exit, so that the test reports the engine's death with
+        its exit code and log instead of a list of failed requests, and every later test
+        of the session fails at once.
+        """
+        self.check_alive()
+        problem = self._health_problem()
+        if problem is None:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            time.sleep(self.poll_interval)
+            self.check_alive()  # raises once it has exited
+            if self._health_problem() is None:
+                return  # a passing hiccup, not a death
+        self._death = (
+            f"{self.spec.display_name} engine exited from serving ({problem}) while the "
+            f"session still needed it; its process was still shutting down {grace:.0f} s "
+            f"later (log: {self.log_path}); last lines:\n{tail_lines(self.log_path)}"
+        )
+        raise EngineDiedError(self._death)
+
+    def _health_problem(self) -> str | None:
+        """None when the health URL says the engine serves, else what it said."""
+        try:
+            response = httpx.get(self.plan.health_url, timeout=10.0, trust_env=False)
+        except httpx.HTTPError as exc:
+            return f"{self.plan.health_url}: {type(exc).__name__}"
+        if self.spec.is_ready(response.status_code, response.text):
+            return None
+        return f"{self.plan.health_url} answered {response.status_code}"
 
     def version(self) -> str | None:
         """The engine's version as its server reports it, if it has a way to."""
@@ -263,6 +304,10 @@ class EngineServer:
             self.exited_unasked = True  # it was gone before we asked it to stop
         self.stopped_on_request = True
         self._remember_pids()
+        if self.exited_unasked and self._leftovers():
+            # A leader that died unasked stops no children: tell the orphans (a killed
+            # engine core's workers) to go now instead of waiting the grace period for them.
+            self._signal_everything(signal.SIGTERM)
         if self._proc.poll() is None:
             self._signal_everything(signal.SIGTERM)
             try:
