@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import signal
+import socket
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -83,6 +86,29 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+def port_taken(url: str) -> str | None:
+    """Why the engine could not listen at ``url``'s local port, or None if it is free.
+
+    Binding the port ourselves first turns "another process listens there" into an error
+    that names the port at once, instead of an engine that exits after its imports with a
+    bind error somewhere in its log. SO_REUSEADDR as servers use it: a port in TIME_WAIT is
+    free for them, so it is free here too.
+    """
+    parsed = urllib.parse.urlsplit(url)
+    host, port = parsed.hostname, parsed.port
+    if not host or not port:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {port} on {host} is already in use by another process"
+    return None
+
+
 def tail_lines(path: Path, count: int = LOG_TAIL_LINES) -> str:
     try:
         with path.open("rb") as log:
@@ -136,6 +162,12 @@ class EngineServer:
 
     def start(self) -> None:
         """Launch the process; returns at once. ``wait_ready`` blocks until it serves."""
+        taken = port_taken(self.plan.base_url) if self.spec.starts_server else None
+        if taken:
+            raise EngineStartError(
+                f"{self.spec.display_name} cannot serve at {self.plan.base_url}: {taken}; "
+                f"stop it or run again (the plugin picks a free port each time)"
+            )
         for path, content in self.plan.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
