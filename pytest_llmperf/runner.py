@@ -103,11 +103,24 @@ def resolve_model(settings: Settings, engine: str) -> str:
     return str(ensure_tiny_model())
 
 
+def _check_local_model(model: str) -> None:
+    """A model named by a path must exist: say so now, not after the engine's imports.
+
+    Hub ids (``Qwen/Qwen3-32B``) never start like a path, so only these are checked.
+    """
+    if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+        raise ConfigError(
+            f"--model {model}: no such file or folder (a local path was given; a hub model is "
+            f"named like org/name)"
+        )
+
+
 def plan_launch(
     settings: Settings, engine: str, config_dir: Path
 ) -> tuple[EngineSpec, LaunchPlan, str]:
     spec = get_engine(engine)
     model = resolve_model(settings, engine)
+    _check_local_model(model)
     request = launch_request(settings, engine, port=free_port(), config_dir=config_dir, model=model)
     plan = spec.plan(request)
     extra_env: dict[str, str] = {}
