@@ -29,7 +29,10 @@ import pytest
 
 from tests.conftest import free_port
 
-PLOTS = ("latency-short", "baseline-0", "baseline-1", "throughput-short", "trend")
+# medium (2000 tokens in, 100 out): enough output tokens per request for TPOT and ITL to have a
+# shape; short's 4 tokens often arrive in one chunk from a busy server.
+PROFILE = "medium"
+PLOTS = (f"latency-{PROFILE}", "baseline-0", "baseline-1", f"throughput-{PROFILE}", "trend")
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -72,7 +75,7 @@ def _write_suite(folder: Path, base_url: str, model: Path) -> list[str]:
         "--llmperf-variants=variants.yaml",
         f"--model={model}",
         "--hardware=cpu",
-        "--llmperf-profile=short",
+        f"--llmperf-profile={PROFILE}",
         "--num-prompts=24",  # progress lines start at 20 requests
         "--llmperf-warmups=2",
         "--llmperf-startup-timeout=3",
@@ -131,11 +134,11 @@ def test_end_to_end_run_writes_json_markdown_and_html(session: Session) -> None:
     first, second = session.first, session.second
     # The unreachable variant fails its tests; the others record, then compare.
     assert first.ret == 1, first.out
-    assert "tiny/short: " in first.out
+    assert f"tiny/{PROFILE}: " in first.out
     assert "-> recorded" in first.out
     assert second.ret == 1, second.out
     assert "unreachable: failed to start: --endpoint http://127.0.0.1:" in second.out
-    assert "llmperf short: 24/24 requests done" in second.out, second.out  # progress
+    assert f"llmperf {PROFILE}: 24/24 requests done" in second.out, second.out  # progress
     assert "============ Serving Benchmark Result ============" in second.out  # -v
     assert "comparison (total token throughput and mean TPOT against tiny):" in second.out
 
@@ -161,8 +164,8 @@ def test_end_to_end_run_writes_json_markdown_and_html(session: Session) -> None:
 
     markdown = (out / "summary.md").read_text(encoding="utf-8")
     assert markdown.startswith("## pytest-llmperf: cpu, 2 profiles")
-    assert "| tiny | short |" in markdown
-    assert "| short | unreachable | failed | --endpoint http://127.0.0.1:" in markdown
+    assert f"| tiny | {PROFILE} |" in markdown
+    assert f"| {PROFILE} | unreachable | failed | --endpoint http://127.0.0.1:" in markdown
 
     lines = (out / "history.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 4  # two sessions, two measured variants each

@@ -49,7 +49,9 @@ def suite(pytester: pytest.Pytester, standin: StandInProcess, tiny_model_dir: Pa
 def test_variants_record_then_compare(
     pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path
 ) -> None:
-    first = pytester.runpytest(*suite, "--update-baselines")
+    # In a subprocess: an in-process run restores sys.modules afterwards, and a later run that
+    # imports httpcore anew gets exception classes httpx no longer maps.
+    first = pytester.runpytest_subprocess(*suite, "--update-baselines")
     first.assert_outcomes(passed=2, errors=1)
     path = pytester.path / "baselines" / "cpu" / slug(str(tiny_model_dir)) / "external.yaml"
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -61,7 +63,7 @@ def test_variants_record_then_compare(
     assert fast["status"] == "ok"
     assert fast["profiles"]["short"]["metrics"]["completed"] == 20
 
-    second = pytester.runpytest(*suite)
+    second = pytester.runpytest_subprocess(*suite)
     text = second.stdout.str()
     assert second.ret == 1  # the unreachable variant errors at setup
     assert "llmperf short: 20/20 requests done" in text  # past the capture, in the log
