@@ -119,6 +119,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"{' (updating)' if settings.update_baselines else ''}"
     )
     lines = [line]
+    if settings.variants_file is not None:
+        names = ", ".join(f"{v.name}{' (reference)' * v.reference}" for v in settings.variants)
+        lines.append(f"llmperf: variants from {settings.variants_file}: {names}")
     if settings.hardware and not settings.endpoint:
         detected = hardware.detect()
         if detected != settings.hardware:
