@@ -20,6 +20,8 @@ import pytest
 
 from pytest_llmperf import baseline
 from tests.conftest import requires_vllm
+from tests.reliability import baseline_writer
+from tests.reliability.baseline_writer import HEADER, entry
 from tests.reliability.helpers import (
     external_args,
     file_hashes,
@@ -29,55 +31,12 @@ from tests.reliability.helpers import (
 )
 from tests.support.fault_proxy import FaultProxy
 
-HEADER = {"hardware": "cpu", "model": "tiny-qwen3", "engine": "vllm"}
 FILLER_PROFILES = 40  # other profiles of the file, which every update must keep
-
-ENTRY_SOURCE = textwrap.dedent(
-    """
-    def entry(k):
-        return {
-            "status": "ok",
-            "recorded": "2025-01-01",
-            "runs": 1,
-            "metrics": {f"metric_{i}": float(k * 1000 + i) for i in range(12)},
-        }
-    """
-)
-namespace: dict[str, object] = {}
-exec(ENTRY_SOURCE, namespace)
-entry = namespace["entry"]
-
-WRITER = (
-    textwrap.dedent(
-        """
-        import sys
-        from pathlib import Path
-        from pytest_llmperf import baseline
-        """
-    )
-    + ENTRY_SOURCE
-    + textwrap.dedent(
-        """
-        path, pattern, first = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-        header = {"hardware": "cpu", "model": "tiny-qwen3", "engine": "vllm"}
-        k = first
-        while True:
-            profile = pattern.replace("#", str(k))  # "#": one profile per update
-            baseline.record_entry(path, profile, entry(k), header=header)
-            print(k, flush=True)
-            k += 1
-            if len(sys.argv) > 4 and k >= first + int(sys.argv[4]):
-                break
-        """
-    )
-)
+WRITER = [sys.executable, str(baseline_writer.SCRIPT)]
 
 
 def _seed(path: Path) -> None:
-    profiles = {f"filler-{i:03d}": entry(i) for i in range(FILLER_PROFILES)}  # type: ignore[operator]
-    profiles["p"] = entry(0)  # type: ignore[operator]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(baseline.dump_document({"schema": 1, **HEADER, "profiles": profiles}))
+    baseline_writer.seed(path, FILLER_PROFILES)
 
 
 def _stray_files(folder: Path) -> list[str]:
@@ -89,7 +48,7 @@ def test_parallel_writers_each_keep_every_entry(tmp_path: Path) -> None:
     path = tmp_path / "cpu" / "tiny-qwen3" / "vllm.yaml"
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), f"w{w}-#", "0", "12"],
+            [*WRITER, str(path), f"w{w}-#", "0", "12"],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -110,7 +69,7 @@ def _expected_text(tmp_path: Path, k: int, cache: dict[int, str]) -> str:
         reference = tmp_path / "reference" / f"{k}" / "vllm.yaml"
         _seed(reference)
         if k:
-            baseline.record_entry(reference, "p", entry(k), header=HEADER)  # type: ignore[operator]
+            baseline.record_entry(reference, "p", entry(k), header=HEADER)
         cache[k] = reference.read_text()
     return cache[k]
 
@@ -127,7 +86,7 @@ def test_interrupted_update_leaves_old_or_complete_new_file(
     strays_seen = 0
     for _round in range(12):
         writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), "p", str(written + 1)],
+            [*WRITER, str(path), "p", str(written + 1)],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -148,7 +107,7 @@ def test_interrupted_update_leaves_old_or_complete_new_file(
         written = int(k)
     # A temporary file a killed writer left is never what a reader sees, and the next update
     # clears it away so it cannot be committed next to the baseline.
-    baseline.record_entry(path, "p", entry(written + 1), header=HEADER)  # type: ignore[operator]
+    baseline.record_entry(path, "p", entry(written + 1), header=HEADER)
     assert _stray_files(path.parent) == []
     print(f"{sig.name}: {strays_seen} temporary file(s) seen between rounds")
 
@@ -195,7 +154,7 @@ def test_interrupt_inside_the_write_never_tears_the_file(
     # SIGKILL leaves the temporary file of the write it stopped; the next update of the
     # baseline (under its lock, so no write can be under way) removes every such file.
     _seed(path)
-    baseline.record_entry(path, "p", entry(1), header=HEADER)  # type: ignore[operator]
+    baseline.record_entry(path, "p", entry(1), header=HEADER)
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == ["vllm.yaml"]
 
 
