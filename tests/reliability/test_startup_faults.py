@@ -38,6 +38,18 @@ TWO_TESTS = textwrap.dedent(
         llmperf.check()
     """
 )
+# Another process takes the port the plugin picked, before the engine binds it.
+PORT_THIEF_TESTS = textwrap.dedent(
+    """
+    import socket
+    from pytest_llmperf import runner
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    runner.free_port = lambda host="127.0.0.1": held.getsockname()[1]
+    """
+) + TWO_TESTS
 ENGINE_ARGS = ["--engine=vllm", "--hardware=cpu", "--llmperf-profile=tiny", "--update-baselines"]
 
 
@@ -132,25 +144,7 @@ def test_port_already_taken_is_named_at_once(tmp_path: Path, tiny_model_dir: Pat
 
 def test_port_taken_through_the_plugin(tmp_path: Path) -> None:
     """The plugin picks a free port; when another process takes it first, the test says so."""
-    source = textwrap.dedent(
-        """
-        import socket
-        import pytest
-        from pytest_llmperf import runner
-
-        held = socket.socket()
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        runner.free_port = lambda host="127.0.0.1": held.getsockname()[1]
-
-        def test_first(llmperf):
-            llmperf.check()
-
-        def test_second(llmperf):
-            llmperf.check()
-        """
-    )
-    project = make_project(tmp_path, source)
+    project = make_project(tmp_path, PORT_THIEF_TESTS)
     run = run_pytest(project, [*ENGINE_ARGS, "--basetemp=tmp"], timeout=120)
     leftovers = leftover_processes(run.token)
     kill_all(leftovers)
