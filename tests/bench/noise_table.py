@@ -1,0 +1,258 @@
+"""False alarms and detections of the gate on the real CPU server, at the scale CI uses.
+
+A script, not a test: it prints a table. One vLLM server (CPU build, embedded tiny model,
+started as the plugin starts it) behind the latency-injecting proxy
+(tests/support/slow_proxy.py, its own process). Then:
+
+1. the baseline: the profile measured ``--baseline-runs`` times through the proxy at factor
+   1 and recorded by the gate itself (``gate.run_gate`` with ``update``: median and spread),
+   with the tolerances the shipped CPU baseline file gives that profile;
+2. ``--trials`` rounds; each round runs one gate per level (unchanged, then each injected
+   slowdown) in a shuffled order, so that load from elsewhere on the machine falls on every
+   level alike. Each gate is ``gate.run_gate`` as ``pytest --engine=vllm --hardware=cpu``
+   runs it: ``--repeat`` measurements, a rerun to confirm a regression (``--confirm``).
+
+An unchanged run that ends regressed is a false alarm; a slowed one that ends regressed is a
+detection. A slowdown of 20 % stretches TTFT and every gap between chunks by 1.2: TPOT
++20 %, total token throughput -17 %. The "first look" column counts gates whose first
+measurement looked regressed, before the confirm rerun.
+
+    python tests/bench/noise_table.py [--trials 20] [--levels 1.1,1.2,1.5] [--profile medium]
+                                      [--repeat 1] [--confirm 1] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+
+import yaml
+from noise_support import embedded_server, load_average, wait_for_quiet
+from slow_proxy import SlowProxyProcess
+
+from pytest_llmperf import baseline
+from pytest_llmperf.gate import GateRequest, run_gate
+from pytest_llmperf.models import Outcome
+from pytest_llmperf.runner import measure
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "baselines" / "cpu" / "tiny-qwen3" / "vllm.yaml"
+UNCONFIRMED = "the rerun did not confirm it"
+
+
+def shipped_tolerances(profile: str) -> dict[str, float] | None:
+    """The tolerances the repository's CPU baseline gives the profile, if it has any."""
+    try:
+        entry = baseline.load_entry(SHIPPED, profile)
+    except baseline.BaselineError:
+        return None
+    return dict(entry.tolerances) if entry and entry.tolerances else None
+
+
+def set_tolerances(path: Path, profile: str, tolerances: dict[str, float]) -> None:
+    document = yaml.safe_load(path.read_text())
+    document["profiles"][profile]["tolerances"] = dict(tolerances)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20, help="gates per level")
+    parser.add_argument("--levels", default="1.1,1.2,1.5", help="slowdown factors")
+    parser.add_argument("--profile", default="medium")
+    parser.add_argument("--repeat", type=int, default=1, help="--llmperf-repeat of each gate")
+    parser.add_argument("--confirm", type=int, default=1, help="--llmperf-confirm of each gate")
+    parser.add_argument("--baseline-runs", type=int, default=10)
+    parser.add_argument(
+        "--tolerances",
+        default=None,
+        help="metric=pct,... (default: the shipped CPU baseline's for the profile, else the "
+        "plugin's defaults)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="shuffles the order of levels")
+    parser.add_argument("--json", type=Path, help="write every gate's outcome here")
+    parser.add_argument(
+        "--quiet-below",
+        type=float,
+        default=None,
+        help="before the baseline and each round, wait (at most 10 min) until the 1-minute "
+        "load average is under this (the machine may be shared)",
+    )
+    args = parser.parse_args()
+    levels = [1.0, *(float(x) for x in args.levels.split(","))]
+    if args.tolerances:
+        tolerances = {
+            k: float(v) for k, v in (item.split("=") for item in args.tolerances.split(","))
+        }
+    else:
+        tolerances = shipped_tolerances(args.profile) or dict(baseline.DEFAULT_TOLERANCES)
+
+    started = time.monotonic()
+    loads: list[float] = []
+    trials: list[dict[str, Any]] = []
+    with (
+        embedded_server() as embedded,
+        SlowProxyProcess(embedded.target.base_url) as proxy,
+        tempfile.TemporaryDirectory(prefix="llmperf-noise-table-") as tmp,
+    ):
+        target = dataclasses.replace(embedded.target, base_url=proxy.base_url, notes=[])
+        profile = embedded.profile(args.profile)
+
+        def measure_once() -> Any:
+            return measure(target, profile, embedded.workloads, embedded.settings, headers={})
+
+        def gate(update: bool, repeat: int, confirm: int) -> Any:
+            request = GateRequest(
+                target=target,
+                profile=profile,
+                hardware="cpu",
+                baseline_root=Path(tmp),
+                update=update,
+                repeat=repeat,
+                confirm_reruns=confirm,
+            )
+            return run_gate(request, measure_once)
+
+        print(
+            f"server up in {time.monotonic() - started:.0f} s; profile {profile.name} at "
+            f"{profile.num_prompts} prompts; load {load_average():.2f}",
+            flush=True,
+        )
+        proxy.set_factor(1.0)
+        wait_for_quiet(args.quiet_below, 600.0)
+        recorded = gate(update=True, repeat=args.baseline_runs, confirm=0)
+        if recorded.verdict.outcome is not Outcome.RECORDED:
+            print(f"baseline not recorded: {recorded.verdict.notes}")
+            return 1
+        path = Path(recorded.baseline_file)
+        set_tolerances(path, profile.name, tolerances)
+        entry = baseline.load_entry(path, profile.name)
+        assert entry is not None
+        print(
+            "baseline: "
+            + ", ".join(
+                f"{m} {entry.metrics[m]:.4g} (CV {entry.spread.get(m, 0.0):.1f} %, "
+                f"tolerance {t:g} %)"
+                for m, t in tolerances.items()
+            ),
+            flush=True,
+        )
+        order = random.Random(args.seed)
+        for trial in range(args.trials):
+            shuffled = list(levels)
+            order.shuffle(shuffled)
+            wait_for_quiet(args.quiet_below, 600.0)
+            for level in shuffled:
+                proxy.set_factor(level)
+                loads.append(load_average())
+                result = gate(update=False, repeat=args.repeat, confirm=args.confirm)
+                verdict = result.verdict
+                trials.append(
+                    {
+                        "trial": trial,
+                        "level": level,
+                        "outcome": verdict.outcome.value,
+                        "confirmed": verdict.confirmed,
+                        "first_look": verdict.confirmed
+                        or any(UNCONFIRMED in note for note in verdict.notes)
+                        or (args.confirm == 0 and verdict.outcome is Outcome.REGRESSED),
+                        "load": loads[-1],
+                        "changes": {
+                            c.metric: c.change_pct
+                            for c in verdict.comparisons
+                            if c.tolerance_pct is not None
+                        },
+                        "thresholds": {
+                            c.metric: c.threshold_pct
+                            for c in verdict.comparisons
+                            if c.tolerance_pct is not None
+                        },
+                    }
+                )
+            done = [t for t in trials if t["trial"] == trial]
+            print(
+                f"trial {trial + 1}/{args.trials}  load {loads[-1]:.2f}  "
+                + "  ".join(f"x{t['level']:g}:{t['outcome']}" for t in done),
+                flush=True,
+            )
+        proxy.set_factor(1.0)
+        proxy_stats = proxy.stats()
+
+    print()
+    print_table(trials, levels, args, tolerances, entry.spread)
+    print(
+        f"load average (1 min) during the gates: min {min(loads):.2f}, median "
+        f"{statistics.median(loads):.2f}, max {max(loads):.2f}; proxy released pieces at "
+        f"most {proxy_stats['max_late_ms']:.1f} ms late; {time.monotonic() - started:.0f} s"
+    )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "profile": args.profile,
+                    "num_prompts": profile.num_prompts,
+                    "repeat": args.repeat,
+                    "confirm": args.confirm,
+                    "tolerances": tolerances,
+                    "baseline_spread": entry.spread,
+                    "trials": trials,
+                },
+                indent=1,
+            )
+        )
+    return 0
+
+
+def print_table(
+    trials: list[dict[str, Any]],
+    levels: list[float],
+    args: argparse.Namespace,
+    tolerances: dict[str, float],
+    spread: dict[str, float],
+) -> None:
+    print(
+        f"profile {args.profile}, gate: repeat {args.repeat}, confirm {args.confirm}; "
+        + ", ".join(
+            f"{m} tolerance {t:g} % (baseline CV {spread.get(m, 0.0):.1f} %)"
+            for m, t in tolerances.items()
+        )
+    )
+    metrics = list(tolerances)
+    header = f"{'injected':<10} {'regressed':>10} {'first look':>11}  " + "  ".join(
+        f"{'median ' + m:>30}" for m in metrics
+    )
+    print(header)
+    print("-" * len(header))
+    for level in levels:
+        rows = [t for t in trials if t["level"] == level]
+        alarms = sum(1 for t in rows if t["outcome"] == Outcome.REGRESSED.value)
+        first = sum(1 for t in rows if t["first_look"])
+        label = "none" if level == 1.0 else f"+{(level - 1) * 100:.0f}%"
+        changes = []
+        for metric in metrics:
+            values = [t["changes"][metric] for t in rows if metric in t["changes"]]
+            changes.append(f"{statistics.median(values):>+29.1f}%" if values else f"{'-':>30}")
+        kind = "false alarms" if level == 1.0 else "detected"
+        print(
+            f"{label:<10} {alarms:>3}/{len(rows):<6} {first:>4}/{len(rows):<6}  "
+            + "  ".join(changes)
+            + f"   ({kind})"
+        )
+    others = sorted({t["outcome"] for t in trials} - {Outcome.PASS.value, Outcome.REGRESSED.value})
+    if others:
+        print("other outcomes: " + ", ".join(others))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
