@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -91,7 +92,8 @@ def headline(output: str, *needles: str) -> str:
 
 
 def short(text: str, width: int = 110) -> str:
-    text = " ".join(text.split())
+    # Scratch paths say nothing in a table: keep what follows the project folder.
+    text = re.sub(r"/\S*/llmperf-faults-[^/]+/[^/]+/", "", " ".join(text.split()))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -490,6 +492,63 @@ def entries_damage_after_next_update(
     return entries_damage(folder, names)
 
 
+ATOMIC_WRITER = """
+import sys
+from pathlib import Path
+from pytest_llmperf.baseline import atomic_write
+path, texts = Path(sys.argv[1]), [Path(p).read_text() for p in sys.argv[2:]]
+print("ready", flush=True)
+k = 0
+while True:
+    k += 1
+    atomic_write(path, texts[k % 2])
+"""
+
+
+def write_killed(lab: Lab) -> Row:
+    """SIGKILL while a 1 MB baseline is being written: the rename is the only moment."""
+    folder = lab.root / "write-killed"
+    path = folder / "cpu" / "tiny-qwen3" / "vllm.yaml"
+    texts = []
+    for k in (0, 1):
+        document = {
+            "schema": 1,
+            **baseline_writer.HEADER,
+            "note": "x" * 1_000_000,
+            "profiles": {"p": baseline_writer.entry(k)},
+        }
+        texts.append(baseline.dump_document(document))
+        (lab.root / f"text-{k}.yaml").write_text(texts[k])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(texts[0])
+    names = entry_names(folder)
+    token = uuid.uuid4().hex
+    torn = 0
+    for round_ in range(lab.rounds):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", ATOMIC_WRITER, str(path)]
+            + [str(lab.root / f"text-{k}.yaml") for k in (0, 1)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "LLMPERF_FAULT_SCENARIO": token},
+        )
+        assert writer.stdout is not None
+        writer.stdout.readline()
+        time.sleep(0.05 + 0.07 * (round_ % 4))
+        writer.kill()
+        writer.communicate(timeout=60)
+        torn += path.read_text() not in texts
+    strays = len([p for p in path.parent.iterdir() if p.name.endswith(".tmp")])
+    left = leftover_processes(token, settle=2)
+    kill_all(left)
+    return Row(
+        f"SIGKILL inside a 1 MB baseline write, {lab.rounds} times",
+        f"{torn} torn files; {strays} temp file(s) of killed writes, removed by the next update",
+        len(left),
+        torn + len(entries_damage_after_next_update(path, names, folder)),
+    )
+
+
 def pytest_interrupted(lab: Lab, sig: signal.Signals) -> Row:
     """The whole pytest gets the signal in the middle of an --update-baselines session."""
     project = lab.project(f"pytest-{sig.name}")
@@ -531,6 +590,7 @@ def safety_scenarios(lab: Lab) -> list[tuple[str, Callable[[], Row]]]:
         ("xdist", lambda: xdist_update(lab)),
         ("writer-kill", lambda: writer_interrupted(lab, signal.SIGKILL)),
         ("writer-int", lambda: writer_interrupted(lab, signal.SIGINT)),
+        ("write-kill", lambda: write_killed(lab)),
         ("pytest-int", lambda: pytest_interrupted(lab, signal.SIGINT)),
         ("pytest-kill", lambda: pytest_interrupted(lab, signal.SIGKILL)),
     ]
@@ -580,16 +640,13 @@ def api_key(lab: Lab) -> Row:
     for request in sent:
         others = "".join(v for k, v in request["headers"] if k.lower() != "authorization")
         elsewhere += key in request["path"] + request["body"] + others
-    in_header = sum(
-        1
-        for r in sent
-        for k, v in r["headers"]
-        if k.lower() == "authorization" and v == f"Bearer {key}"
-    )
+    load = [r for r in sent if r["ordinal"] is not None]
+    bearer = ["authorization", f"Bearer {key}"]
+    in_header = sum(1 for r in load if any([k.lower(), v] == bearer for k, v in r["headers"]))
     return Row(
         "API key from an env var (server echoes it back)",
         f"key in {len(leaking)} of {len(files)} files, {lines} output lines; in the Authorization "
-        f"header of {in_header} of {len(sent)} requests, elsewhere {elsewhere}",
+        f"header of {in_header} of {len(load)} load requests, elsewhere in {elsewhere} requests",
         left,
         len(entries_damage(project.baselines, names)) + len(leaking),
     )
