@@ -92,8 +92,8 @@ def headline(output: str, *needles: str) -> str:
 
 
 def short(text: str, width: int = 110) -> str:
-    # Scratch paths say nothing in a table: keep what follows the project folder.
-    text = re.sub(r"/\S*/llmperf-faults-[^/]+/[^/]+/", "", " ".join(text.split()))
+    # The scratch folder's name says nothing in a table.
+    text = re.sub(r"/\S*/llmperf-faults-[^/]+/", "<tmp>/", " ".join(text.split()))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
