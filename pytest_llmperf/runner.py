@@ -242,7 +242,9 @@ class EngineSession:
                 if response.status_code < 500:
                     break
                 problem = f"GET {base}/v1/models answered {response.status_code}"
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, OSError) as exc:
+                # OSError too: a connection refused must read as "not serving" even where
+                # httpx did not get to translate the transport's own exception.
                 problem = f"{base}: {type(exc).__name__}"
             time.sleep(0.5)
         else:
