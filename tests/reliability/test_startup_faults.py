@@ -39,8 +39,9 @@ TWO_TESTS = textwrap.dedent(
     """
 )
 # Another process takes the port the plugin picked, before the engine binds it.
-PORT_THIEF_TESTS = textwrap.dedent(
-    """
+PORT_THIEF_TESTS = (
+    textwrap.dedent(
+        """
     import socket
     from pytest_llmperf import runner
 
@@ -49,7 +50,9 @@ PORT_THIEF_TESTS = textwrap.dedent(
     held.listen()
     runner.free_port = lambda host="127.0.0.1": held.getsockname()[1]
     """
-) + TWO_TESTS
+    )
+    + TWO_TESTS
+)
 ENGINE_ARGS = ["--engine=vllm", "--hardware=cpu", "--llmperf-profile=tiny", "--update-baselines"]
 
 
