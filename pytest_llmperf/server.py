@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -109,6 +110,12 @@ def port_taken(url: str) -> str | None:
     return None
 
 
+# Exit-time reports that say nothing about why an engine stopped, yet fill a log's last
+# lines: nanobind's reference-leak listing (Triton's bindings print ~40 lines of it whenever a
+# vLLM process exits).
+_LOG_NOISE = re.compile(r"^(nanobind: |See https://nanobind| - leaked | - \.\.\. skipped )")
+
+
 def tail_lines(path: Path, count: int = LOG_TAIL_LINES) -> str:
     try:
         with path.open("rb") as log:
@@ -118,7 +125,8 @@ def tail_lines(path: Path, count: int = LOG_TAIL_LINES) -> str:
             text = log.read().decode("utf-8", "replace")
     except OSError:
         return "(no log)"
-    return "\n".join(text.splitlines()[-count:])
+    lines = [line for line in text.splitlines() if not _LOG_NOISE.match(line)]
+    return "\n".join(lines[-count:])
 
 
 class EngineServer:
