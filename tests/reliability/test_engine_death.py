@@ -41,6 +41,7 @@ KILLING_TESTS = textwrap.dedent(
     import httpx
     import pytest
 
+    from pytest_llmperf import loadgen
     from pytest_llmperf.server import descendants
 
     RUNNING = re.compile(r"^vllm:num_requests_running\\{[^}]*\\} ([0-9.]+)$", re.M)
@@ -53,19 +54,34 @@ KILLING_TESTS = textwrap.dedent(
         raise AssertionError("no EngineCore process below the server")
 
 
+    LOAD_STARTED = threading.Event()
+    _run_load = loadgen.run_load
+
+
+    def run_load(*args, **kwargs):
+        LOAD_STARTED.set()
+        return _run_load(*args, **kwargs)
+
+
+    loadgen.run_load = run_load  # tells the killer when the measured load begins
+
+
     def kill_when_busy(server, core, report):
-        # Kill while requests are being served: mid-run, not before it or after it.
-        deadline = time.monotonic() + 300
+        # Kill while requests are being served: mid-run, not before it or after it. The
+        # server's own count of running requests says when; one second into the load
+        # at the latest.
+        LOAD_STARTED.wait(300)
+        deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
             try:
-                text = httpx.get(server.base_url + "/metrics", timeout=5).text
+                text = httpx.get(server.base_url + "/metrics", timeout=1, trust_env=False).text
             except httpx.HTTPError:
                 text = ""
             if sum(float(v) for v in RUNNING.findall(text)) >= 1:
-                os.kill(core, signal.SIGKILL)
-                report.write_text(f"{time.monotonic()}")
-                return
+                break
             time.sleep(0.02)
+        os.kill(core, signal.SIGKILL)
+        report.write_text(f"{time.monotonic()}")
 
 
     @pytest.mark.llmperf(profiles=["busy"])
@@ -133,6 +149,7 @@ def test_engine_killed_mid_run_fails_that_test_and_later_ones_fast(tmp_path: Pat
     assert "vLLM engine exited with code" in message, run.log
     assert "while the session still needed it" in message
     assert "last lines:" in message
+    assert "nanobind" not in message, "exit-time noise must not hide the engine's last words"
     assert "server.log" in message
     for later in ("test_2_later_test[tiny]", "test_3_later_test[tiny]"):
         seconds, message = cases[later]
