@@ -179,7 +179,7 @@ def engine_killed(lab: Lab) -> Row:
 
 
 def startup(lab: Lab, name: str, args: list[str], needle: str, source: str = TWO_TESTS) -> Row:
-    project = lab.project(name, source)
+    project = lab.project(re.sub(r"[^a-z0-9]+", "-", name), source)
     seed_baseline(project.baseline_file("tiny-qwen3", "vllm"), {"tiny": 1.0})
     before = file_hashes(project.baselines)
     run = run_pytest(
@@ -368,7 +368,8 @@ def bad_input(
     return Row(
         name,
         f"{'usage error' if run.returncode == 4 else 'test failed'} in {run.seconds:.1f} s, "
-        f"{sent} requests sent: " + short(headline(run.output, needle), 70),
+        f"{sent} requests sent: "
+        + short(headline(run.output, needle).replace(str(path), path.name), 70),
         left,
         len(damaged_files(before, file_hashes(project.baselines))) + int(written),
     )
