@@ -66,6 +66,7 @@ class EngineSpec:
     quirks: ClassVar[RequestQuirks] = RequestQuirks()
     # Path of a server endpoint that answers JSON with the engine's version, if there is one.
     version_path: ClassVar[str | None] = None
+    version_key: ClassVar[str] = "version"  # the JSON key holding it in that answer
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         raise NotImplementedError
@@ -81,7 +82,7 @@ class EngineSpec:
             data = json.loads(body)
         except ValueError:
             return None
-        value = data.get("version") if isinstance(data, dict) else None
+        value = data.get(self.version_key) if isinstance(data, dict) else None
         return str(value) if value else None
 
     @staticmethod

@@ -7,7 +7,6 @@ moving (8080 to 9931), which is one more reason the plugin always passes ``--por
 
 from __future__ import annotations
 
-import json
 from typing import ClassVar
 
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, LaunchRequest, RequestQuirks
@@ -24,7 +23,9 @@ class LlamaCppEngine(EngineSpec):
     quirks: ClassVar[RequestQuirks] = RequestQuirks(
         chat_max_tokens_field="max_tokens", supports_ignore_eos=True, supports_min_tokens=False
     )
+    # The base rule (only 200 is ready) already treats 503 "Loading model" as not ready.
     version_path: ClassVar[str | None] = "/props"
+    version_key: ClassVar[str] = "build_info"  # a build (b6123-abcdef0), not a semver
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable or DEFAULT_EXECUTABLE
@@ -40,17 +41,3 @@ class LlamaCppEngine(EngineSpec):
         )
         base, health = self.urls(request.host, request.port, self.health_path)
         return LaunchPlan(argv=argv, base_url=base, health_url=health)
-
-    def is_ready(self, status_code: int, body: str) -> bool:
-        # 503 {"error": {"message": "Loading model"}} is the normal answer while loading.
-        del body
-        return status_code == 200
-
-    def parse_version(self, body: str) -> str | None:
-        """``/props`` carries the build (``b6123-abcdef0``), not a semantic version."""
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return None
-        value = data.get("build_info") if isinstance(data, dict) else None
-        return str(value) if value else None

@@ -144,30 +144,17 @@ SIGINT_TEST = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupting_pytest_stops_the_engine(tmp_path: Path, sig: signal.Signals) -> None:
+def _pytest_holding_an_engine(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, set[int]]:
+    """A pytest process whose test holds a running engine; returns it with the engine's
+    leader pid and the whole family of engine processes."""
     (tmp_path / "test_hold.py").write_text(SIGINT_TEST)
     marker = tmp_path / "engine.pid"
     env = {**os.environ, **VLLM_TEST_ENV, "LLMPERF_MARKER": str(marker)}
     child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(tmp_path / "test_hold.py"),
-            "--engine=vllm",
-            "--hardware=cpu",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(tmp_path),
-            "-q",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+        [sys.executable, "-m", "pytest", str(tmp_path / "test_hold.py"), "--engine=vllm",
+         "--hardware=cpu", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-q"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
         while not marker.exists():
@@ -175,8 +162,19 @@ def test_interrupting_pytest_stops_the_engine(tmp_path: Path, sig: signal.Signal
             assert time.monotonic() < deadline, "the engine never came up"
             time.sleep(0.5)
         engine_pid = int(marker.read_text())
-        engine_family = {engine_pid, *descendants(engine_pid)}
-        assert len(engine_family) > 1
+        family = {engine_pid, *descendants(engine_pid)}
+        assert len(family) > 1, "vLLM runs its engine core in child processes"
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    return child, engine_pid, family
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupting_pytest_stops_the_engine(tmp_path: Path, sig: signal.Signals) -> None:
+    child, engine_pid, engine_family = _pytest_holding_an_engine(tmp_path)
+    try:
         child.send_signal(sig)
         output = child.communicate(timeout=120)[0].decode(errors="replace")
     finally:
@@ -198,39 +196,9 @@ def _alive(pid: int) -> bool:
 
 def test_engine_follows_a_killed_pytest(tmp_path: Path) -> None:
     """SIGKILL runs no teardown: the engine must notice its parent died and shut down."""
-    (tmp_path / "test_hold.py").write_text(SIGINT_TEST)
-    marker = tmp_path / "engine.pid"
-    env = {**os.environ, **VLLM_TEST_ENV, "LLMPERF_MARKER": str(marker)}
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(tmp_path / "test_hold.py"),
-            "--engine=vllm",
-            "--hardware=cpu",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(tmp_path),
-            "-q",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while not marker.exists():
-            assert child.poll() is None
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
-        engine_pid = int(marker.read_text())
-        family = {engine_pid, *descendants(engine_pid)}
-    finally:
-        child.kill()
-        child.wait()
+    child, _, family = _pytest_holding_an_engine(tmp_path)
+    child.kill()
+    child.communicate()
     deadline = time.monotonic() + 90
     while [pid for pid in family if _alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.5)
