@@ -336,7 +336,10 @@ class GateSettings:
     """How strict a comparison is (PR gate vs nightly, see settings)."""
 
     tolerance_scale: float = 1.0  # multiplies every tolerance
-    spread_factor: float = 3.0  # a change within this many spreads is noise, whatever the tol
+    # A change within this many standard errors of the difference is noise, whatever the
+    # tolerance. 2.5, not 3: a regression is measured again before it fails (confirm
+    # reruns), so a first look may be a little quicker to suspect (docs/noise.md).
+    spread_factor: float = 2.5
     default_tolerances: Mapping[str, float] | None = None
     # A latency (``*_ms``) that moved by less than this many milliseconds did not move: a
     # client cannot resolve a token's time that finely, and near zero (a server that sent
@@ -344,18 +347,55 @@ class GateSettings:
     floor_ms: float = 0.1
 
 
+def noise_limit(
+    recorded_cv: float | None,
+    recorded_runs: int,
+    measured_cv: float | None,
+    measured_runs: int,
+    factor: float,
+) -> float:
+    """The change (percent) that noise alone explains: ``factor`` standard errors of the
+    difference between the baseline's center (``recorded_runs`` runs) and this one's
+    (``measured_runs`` runs).
+
+    The spread of one run is the coefficient of variation of the recorded runs and of this
+    measurement's runs, pooled by their degrees of freedom (a spread written by hand without
+    ``runs`` counts as one degree). Each center's error shrinks with its number of runs:
+    ``cv * sqrt(1/n + 1/m)``. With no spread known on either side, noise explains nothing
+    and the tolerance alone decides.
+    """
+    weighted = 0.0
+    degrees = 0
+    if recorded_cv is not None:
+        df = max(recorded_runs - 1, 1)
+        weighted += df * recorded_cv**2
+        degrees += df
+    if measured_cv is not None and measured_runs > 1:
+        weighted += (measured_runs - 1) * measured_cv**2
+        degrees += measured_runs - 1
+    if not degrees:
+        return 0.0
+    pooled = math.sqrt(weighted / degrees)
+    return factor * pooled * math.sqrt(1.0 / max(measured_runs, 1) + 1.0 / max(recorded_runs, 1))
+
+
 def _threshold(
-    metric: str, tolerance: float, entry: BaselineEntry, measured_spread: float, gate: GateSettings
+    metric: str,
+    tolerance: float,
+    entry: BaselineEntry,
+    measured_spread: float | None,
+    measured_runs: int,
+    gate: GateSettings,
 ) -> tuple[float, str]:
     """The allowed change in percent, and what decided it.
 
-    A fixed tolerance cries wolf on noisy metrics; where the recorded runs show a larger
-    spread (coefficient of variation, in percent) than the tolerance covers, the limit widens
-    to ``spread_factor`` spreads and the report says so.
+    A fixed tolerance cries wolf on noisy metrics; where the runs show more noise than the
+    tolerance covers (``noise_limit``), the limit widens to that and the report says so.
     """
     tolerance = tolerance * gate.tolerance_scale
-    spread = max(entry.spread.get(metric, 0.0), measured_spread)
-    noise = gate.spread_factor * spread
+    noise = noise_limit(
+        entry.spread.get(metric), entry.runs, measured_spread, measured_runs, gate.spread_factor
+    )
     if noise > tolerance:
         return noise, "spread"
     return tolerance, "tolerance"
@@ -367,8 +407,15 @@ def compare(
     *,
     tolerance_overrides: Mapping[str, float] | None = None,
     measured_spread: Mapping[str, float] | None = None,
+    measured_runs: int = 1,
     gate: GateSettings | None = None,
 ) -> tuple[MetricComparison, ...]:
+    """Each recorded metric against its measurement; a gated one (it has a tolerance) is
+    ``regressed`` or ``improved`` when it moved beyond its limit, else ``pass``.
+
+    ``measured`` is the center (median) of ``measured_runs`` runs whose spread (CV, %) is
+    ``measured_spread``; the limit is the larger of the tolerance and ``noise_limit``.
+    """
     gate = gate or GateSettings()
     tolerances = dict(entry.tolerances or gate.default_tolerances or DEFAULT_TOLERANCES)
     tolerances.update(tolerance_overrides or {})
@@ -395,7 +442,7 @@ def compare(
             rows.append(comparison)
             continue
         limit, decided_by = _threshold(
-            metric, tolerance, entry, (measured_spread or {}).get(metric, 0.0), gate
+            metric, tolerance, entry, (measured_spread or {}).get(metric), measured_runs, gate
         )
         worse_by = comparison.change_pct
         if direction is Direction.LOWER_IS_BETTER:
@@ -458,6 +505,7 @@ def judge(
     baseline_file: Path,
     tolerance_overrides: Mapping[str, float] | None = None,
     measured_spread: Mapping[str, float] | None = None,
+    measured_runs: int = 1,
     gate: GateSettings | None = None,
 ) -> Verdict:
     """The verdict of one run; every state that is not a plain pass says why in ``notes``."""
@@ -492,6 +540,7 @@ def judge(
         measured,
         tolerance_overrides=tolerance_overrides,
         measured_spread=measured_spread,
+        measured_runs=measured_runs,
         gate=gate,
     )
     statuses = {row.status for row in rows}

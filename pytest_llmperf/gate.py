@@ -200,6 +200,7 @@ def _judge(
         baseline_file=path,
         tolerance_overrides=request.tolerance_overrides,
         measured_spread=spread,
+        measured_runs=request.repeat,
         gate=request.gate,
     )
 

@@ -218,11 +218,12 @@ def test_repeat_records_the_center_and_spread_and_the_spread_can_decide(
     assert set(entry["spread"]) >= {"total_token_throughput", "mean_tpot_ms"}
     assert all(value >= 0 for value in entry["spread"].values())
 
-    # A reviewer's file says this metric was very noisy when recorded (30 %): a 1.5x slower
-    # server (-33 % throughput, +50 % TPOT) is within 3 spreads (90 %), and the table says
-    # that the spread decided, not the tolerance.
+    # A reviewer's file says these metrics were very noisy when recorded (40 % over the
+    # three runs): a 1.5x slower server (-33 % throughput, +50 % TPOT) is within the noise
+    # (2.5 standard errors: about 70 %), and the result says the spread decided, not the
+    # tolerance.
     document = yaml.safe_load(path.read_text())
-    document["profiles"]["mini"]["spread"] = {"total_token_throughput": 30.0, "mean_tpot_ms": 30.0}
+    document["profiles"]["mini"]["spread"] = {"total_token_throughput": 40.0, "mean_tpot_ms": 40.0}
     document["profiles"]["mini"]["tolerances"] = {
         "total_token_throughput": 10.0,
         "mean_tpot_ms": 10.0,
@@ -235,7 +236,7 @@ def test_repeat_records_the_center_and_spread_and_the_spread_can_decide(
     assert record["runs"] == 2
     decided = {c["metric"]: (c["decided_by"], c["threshold_pct"]) for c in record["comparisons"]}
     assert decided["total_token_throughput"][0] == "spread"
-    assert decided["total_token_throughput"][1] >= 90.0
+    assert decided["total_token_throughput"][1] > 50.0
 
 
 def test_nightly_context_scales_tolerances_and_can_warn_only(

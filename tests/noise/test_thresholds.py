@@ -6,11 +6,12 @@ run would measure them.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.baseline import BaselineEntry, GateSettings, compare, judge
+from pytest_llmperf.baseline import BaselineEntry, GateSettings, compare, judge, noise_limit
 from pytest_llmperf.models import Outcome
 
 WORKLOAD = {"dataset": "random", "num_prompts": 32}
@@ -55,19 +56,47 @@ def test_tolerance_decides_when_the_spread_is_small() -> None:
 
 
 def test_recorded_spread_widens_the_limit_and_says_so() -> None:
-    # Recorded runs spread 6 %: three spreads (18 %) is the limit, not the 10 % tolerance.
+    # Ten recorded runs spread 6 %: one run differs from their median by noise up to
+    # 2.5 x 6 % x sqrt(1 + 1/10) = 15.7 %, more than the 10 % tolerance.
     base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 6.0}, runs=10)
     (row,) = compare(base, {"mean_tpot_ms": 11.5})
     assert (row.status, row.decided_by) == ("pass", "spread")
-    assert row.threshold_pct == pytest.approx(18.0)
-    (row,) = compare(base, {"mean_tpot_ms": 12.0})
+    assert row.threshold_pct == pytest.approx(2.5 * 6.0 * math.sqrt(1.1))
+    (row,) = compare(base, {"mean_tpot_ms": 11.7})
     assert row.status == "regressed"
 
 
+def test_repeats_narrow_the_noise_limit() -> None:
+    # The median of three runs is a steadier center than one run: the same recorded spread
+    # allows less change, so a smaller regression is caught.
+    base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 5.0}, {"mean_tpot_ms": 6.0}, runs=10)
+    (one,) = compare(base, {"mean_tpot_ms": 11.3})
+    (three,) = compare(
+        base, {"mean_tpot_ms": 11.3}, measured_spread={"mean_tpot_ms": 6.0}, measured_runs=3
+    )
+    assert (one.status, three.status) == ("pass", "regressed")
+    assert three.threshold_pct == pytest.approx(2.5 * 6.0 * math.sqrt(1 / 3 + 1 / 10))
+
+
 def test_measured_spread_widens_the_limit_too() -> None:
+    # No recorded spread: this measurement's own runs say how noisy the machine is now.
     base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 10.0})
-    (row,) = compare(base, {"mean_tpot_ms": 11.5}, measured_spread={"mean_tpot_ms": 5.0})
+    (row,) = compare(
+        base, {"mean_tpot_ms": 11.5}, measured_spread={"mean_tpot_ms": 6.0}, measured_runs=3
+    )
     assert (row.status, row.decided_by) == ("pass", "spread")
+
+
+def test_noise_limit_pools_both_spreads_by_degrees_of_freedom() -> None:
+    # 9 recorded degrees at 4 %, 2 measured degrees at 10 %: sqrt((9*16 + 2*100) / 11).
+    pooled = math.sqrt((9 * 16 + 2 * 100) / 11)
+    assert noise_limit(4.0, 10, 10.0, 3, 2.5) == pytest.approx(
+        2.5 * pooled * math.sqrt(1 / 3 + 1 / 10)
+    )
+    # One run on each side and no spread: nothing is known about noise.
+    assert noise_limit(None, 1, None, 1, 2.5) == 0.0
+    # A spread typed by hand without runs counts as one degree of one run.
+    assert noise_limit(5.0, 1, None, 1, 2.0) == pytest.approx(2.0 * 5.0 * math.sqrt(2))
 
 
 def test_tolerance_scale_applies_before_the_spread() -> None:
