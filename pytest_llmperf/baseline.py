@@ -337,9 +337,10 @@ class GateSettings:
 
     tolerance_scale: float = 1.0  # multiplies every tolerance
     # A change within this many standard errors of the difference is noise, whatever the
-    # tolerance. 2.5, not 3: a regression is measured again before it fails (confirm
-    # reruns), so a first look may be a little quicker to suspect (docs/noise.md).
-    spread_factor: float = 2.5
+    # tolerance. 2, not 3: a regression is measured again before it fails (confirm reruns),
+    # so a first look may be quicker to suspect; on the CPU server (CV 7-9 %) 3 let a
+    # median of 5 runs catch a 20 % slowdown in 16 gates of 20, 2 in 19 (docs/noise.md).
+    spread_factor: float = 2.0
     default_tolerances: Mapping[str, float] | None = None
     # A latency (``*_ms``) that moved by less than this many milliseconds did not move: a
     # client cannot resolve a token's time that finely, and near zero (a server that sent

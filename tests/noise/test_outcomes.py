@@ -218,12 +218,12 @@ def test_repeat_records_the_center_and_spread_and_the_spread_can_decide(
     assert set(entry["spread"]) >= {"total_token_throughput", "mean_tpot_ms"}
     assert all(value >= 0 for value in entry["spread"].values())
 
-    # A reviewer's file says these metrics were very noisy when recorded (40 % over the
+    # A reviewer's file says these metrics were very noisy when recorded (60 % over the
     # three runs): a 1.5x slower server (-33 % throughput, +50 % TPOT) is within the noise
-    # (2.5 standard errors: about 70 %), and the result says the spread decided, not the
+    # (2 standard errors: about 90 %), and the result says the spread decided, not the
     # tolerance.
     document = yaml.safe_load(path.read_text())
-    document["profiles"]["mini"]["spread"] = {"total_token_throughput": 40.0, "mean_tpot_ms": 40.0}
+    document["profiles"]["mini"]["spread"] = {"total_token_throughput": 60.0, "mean_tpot_ms": 60.0}
     document["profiles"]["mini"]["tolerances"] = {
         "total_token_throughput": 10.0,
         "mean_tpot_ms": 10.0,

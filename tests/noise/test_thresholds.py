@@ -56,33 +56,33 @@ def test_tolerance_decides_when_the_spread_is_small() -> None:
 
 
 def test_recorded_spread_widens_the_limit_and_says_so() -> None:
-    # Ten recorded runs spread 6 %: one run differs from their median by noise up to
-    # 2.5 x 6 % x sqrt(1 + 1/10) = 15.7 %, more than the 10 % tolerance.
-    base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 6.0}, runs=10)
-    (row,) = compare(base, {"mean_tpot_ms": 11.5})
+    # Ten recorded runs spread 8 %: one run differs from their median by noise up to
+    # 2 x 8 % x sqrt(1 + 1/10) = 16.8 %, more than the 10 % tolerance.
+    base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 8.0}, runs=10)
+    (row,) = compare(base, {"mean_tpot_ms": 11.6})
     assert (row.status, row.decided_by) == ("pass", "spread")
-    assert row.threshold_pct == pytest.approx(2.5 * 6.0 * math.sqrt(1.1))
-    (row,) = compare(base, {"mean_tpot_ms": 11.7})
+    assert row.threshold_pct == pytest.approx(2.0 * 8.0 * math.sqrt(1.1))
+    (row,) = compare(base, {"mean_tpot_ms": 11.8})
     assert row.status == "regressed"
 
 
 def test_repeats_narrow_the_noise_limit() -> None:
     # The median of three runs is a steadier center than one run: the same recorded spread
     # allows less change, so a smaller regression is caught.
-    base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 5.0}, {"mean_tpot_ms": 6.0}, runs=10)
+    base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 5.0}, {"mean_tpot_ms": 8.0}, runs=10)
     (one,) = compare(base, {"mean_tpot_ms": 11.3})
     (three,) = compare(
-        base, {"mean_tpot_ms": 11.3}, measured_spread={"mean_tpot_ms": 6.0}, measured_runs=3
+        base, {"mean_tpot_ms": 11.3}, measured_spread={"mean_tpot_ms": 8.0}, measured_runs=3
     )
     assert (one.status, three.status) == ("pass", "regressed")
-    assert three.threshold_pct == pytest.approx(2.5 * 6.0 * math.sqrt(1 / 3 + 1 / 10))
+    assert three.threshold_pct == pytest.approx(2.0 * 8.0 * math.sqrt(1 / 3 + 1 / 10))
 
 
 def test_measured_spread_widens_the_limit_too() -> None:
     # No recorded spread: this measurement's own runs say how noisy the machine is now.
     base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 10.0})
     (row,) = compare(
-        base, {"mean_tpot_ms": 11.5}, measured_spread={"mean_tpot_ms": 6.0}, measured_runs=3
+        base, {"mean_tpot_ms": 11.5}, measured_spread={"mean_tpot_ms": 8.0}, measured_runs=3
     )
     assert (row.status, row.decided_by) == ("pass", "spread")
 
