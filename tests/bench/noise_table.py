@@ -6,7 +6,8 @@ started as the plugin starts it) behind the latency-injecting proxy
 
 1. the baseline: the profile measured ``--baseline-runs`` times through the proxy at factor
    1 and recorded by the gate itself (``gate.run_gate`` with ``update``: median and spread),
-   with the tolerances the shipped CPU baseline file gives that profile;
+   with the plugin's default tolerances (``--shipped``: those the repository's CPU baseline
+   file gives the profile);
 2. ``--trials`` rounds; each round runs one gate per level (unchanged, then each injected
    slowdown) in a shuffled order, so that load from elsewhere on the machine falls on every
    level alike. Each gate is ``gate.run_gate`` as ``pytest --engine=vllm --hardware=cpu``
@@ -18,7 +19,7 @@ detection. A slowdown of 20 % stretches TTFT and every gap between chunks by 1.2
 measurement looked regressed, before the confirm rerun.
 
     python tests/bench/noise_table.py [--trials 20] [--levels 1.1,1.2,1.5] [--profile medium]
-                                      [--repeat 1] [--confirm 1] [--json out.json]
+                                      [--repeat 5] [--confirm 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -71,14 +72,16 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20, help="gates per level")
     parser.add_argument("--levels", default="1.1,1.2,1.5", help="slowdown factors")
     parser.add_argument("--profile", default="medium")
-    parser.add_argument("--repeat", type=int, default=1, help="--llmperf-repeat of each gate")
+    parser.add_argument("--repeat", type=int, default=5, help="--llmperf-repeat of each gate")
     parser.add_argument("--confirm", type=int, default=1, help="--llmperf-confirm of each gate")
     parser.add_argument("--baseline-runs", type=int, default=10)
     parser.add_argument(
-        "--tolerances",
-        default=None,
-        help="metric=pct,... (default: the shipped CPU baseline's for the profile, else the "
-        "plugin's defaults)",
+        "--tolerances", default=None, help="metric=pct,... (default: the plugin's defaults)"
+    )
+    parser.add_argument(
+        "--shipped",
+        action="store_true",
+        help="use the tolerances baselines/cpu/tiny-qwen3/vllm.yaml gives the profile",
     )
     parser.add_argument("--seed", type=int, default=0, help="shuffles the order of levels")
     parser.add_argument("--json", type=Path, help="write every gate's outcome here")
@@ -95,8 +98,13 @@ def main() -> int:
         tolerances = {
             k: float(v) for k, v in (item.split("=") for item in args.tolerances.split(","))
         }
+    elif args.shipped:
+        found = shipped_tolerances(args.profile)
+        if not found:
+            parser.error(f"{SHIPPED} gives {args.profile} no tolerances")
+        tolerances = found
     else:
-        tolerances = shipped_tolerances(args.profile) or dict(baseline.DEFAULT_TOLERANCES)
+        tolerances = dict(baseline.DEFAULT_TOLERANCES)
 
     started = time.monotonic()
     loads: list[float] = []

@@ -9,10 +9,11 @@ took to come), and the client sees a server that is ``factor`` times slower, whi
 itself does exactly the same work. Factor 1 relays at once, through the same code path, so
 a baseline taken through the proxy at factor 1 differs from a slowed run only by the factor.
 
-The upstream is read as fast as it sends while the held pieces wait in a queue, so the
-server is never slowed by back-pressure. ``GET /_stats`` says how late the proxy released
-pieces against their schedule (``max_late_ms``): a proxy starved of CPU would add its own
-delay, and the stats show it.
+The answer's bytes pass through unchanged (vLLM's chunked framing included); the upstream
+is read as fast as it sends while held bytes wait, so the server is never slowed by
+back-pressure. ``GET /_stats`` says how late the proxy released bytes against their
+schedule (``max_late_ms``): a proxy starved of CPU would add its own delay, and the stats
+show it.
 
 Run it on its own (``python tests/support/slow_proxy.py --upstream URL --factor 1.2``; it
 prints ``listening on http://HOST:PORT``) or through :class:`SlowProxyProcess`. Control over
@@ -25,14 +26,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import http.client
 import json
 import subprocess
 import sys
-import time
 import urllib.parse
-from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,6 @@ _HOP_HEADERS = {
     "host",
     "proxy-connection",
 }
-_END = object()
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[str, list[tuple[str, str]]] | None:
@@ -66,36 +65,6 @@ def _get(headers: list[tuple[str, str]], name: str) -> str:
         if key.lower() == name:
             return value
     return ""
-
-
-def _chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-async def _body(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> AsyncIterator[bytes]:
-    """The decoded body of an upstream response, piece by piece as it arrives."""
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
-            if size == 0:
-                with contextlib.suppress(asyncio.IncompleteReadError):
-                    while await reader.readuntil(b"\r\n") != b"\r\n":
-                        pass  # trailers
-                return
-            data = await reader.readexactly(size)
-            await reader.readexactly(2)
-            yield data
-    elif "content-length" in headers:
-        remaining = int(headers["content-length"])
-        while remaining > 0:
-            data = await reader.read(min(remaining, 65536))
-            if not data:
-                raise ConnectionError("upstream closed mid-body")
-            remaining -= len(data)
-            yield data
-    else:
-        while data := await reader.read(65536):
-            yield data
 
 
 class SlowProxy:
@@ -161,8 +130,8 @@ class SlowProxy:
                 line, headers = head
                 body = await reader.readexactly(int(_get(headers, "content-length") or 0))
                 method, path, _ = line.split(" ", 2)
-                await self._route(method, path, headers, body, writer)
-                if _get(headers, "connection").lower() == "close":
+                keep = await self._route(method, path, headers, body, writer)
+                if not keep or _get(headers, "connection").lower() == "close":
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             return
@@ -177,7 +146,7 @@ class SlowProxy:
         headers: list[tuple[str, str]],
         body: bytes,
         writer: asyncio.StreamWriter,
-    ) -> None:
+    ) -> bool:
         route = path.split("?", 1)[0]
         if route == "/_stats":
             return await _reply(writer, json.dumps(self.stats()).encode())
@@ -191,7 +160,9 @@ class SlowProxy:
             except (ValueError, KeyError, TypeError) as exc:
                 return await _reply(writer, json.dumps({"error": str(exc)}).encode(), 400)
             return await _reply(writer, json.dumps(self.stats()).encode())
-        await self._forward(method, path, headers, body, writer, self._factor_for(method, path))
+        return await self._forward(
+            method, path, headers, body, writer, self._factor_for(method, path)
+        )
 
     async def _forward(
         self,
@@ -201,7 +172,9 @@ class SlowProxy:
         body: bytes,
         writer: asyncio.StreamWriter,
         factor: float,
-    ) -> None:
+    ) -> bool:
+        """Send the request on and relay the answer; False when the client connection must
+        close after it (an answer delimited only by the end of the connection)."""
         # The factor is fixed when the request arrives: a change applies to the next ones.
         up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
         try:
@@ -214,21 +187,23 @@ class SlowProxy:
             ]
             up_writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
             await up_writer.drain()
-            sent_at = time.perf_counter()
-            status_line = await up_reader.readuntil(b"\r\n")
-            raw = (await up_reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-            up_headers: dict[str, str] = {}
-            out = [status_line.rstrip(b"\r\n")]
-            for item in raw.split("\r\n"):
-                if item:
-                    key, _, value = item.partition(":")
-                    up_headers[key.strip().lower()] = value.strip()
-                    if key.strip().lower() not in _HOP_HEADERS:
-                        out.append(item.encode("latin-1"))
-            out.append(b"transfer-encoding: chunked")
-            writer.write(b"\r\n".join(out) + b"\r\n\r\n")
-            await writer.drain()
-            await self._relay(up_reader, up_headers, writer, sent_at, factor)
+            loop = asyncio.get_running_loop()
+            sent_at = loop.time()
+            raw = await up_reader.readuntil(b"\r\n\r\n")
+            lines = raw.decode("latin-1").split("\r\n")
+            framed = False
+            out = [lines[0]]
+            for line in lines[1:]:
+                key = line.partition(":")[0].strip().lower()
+                if not line or key in ("connection", "keep-alive"):
+                    continue
+                framed = framed or key in ("transfer-encoding", "content-length")
+                out.append(line)
+            if not framed:
+                out.append("connection: close")
+            head_bytes = ("\r\n".join(out) + "\r\n\r\n").encode("latin-1")
+            await self._relay(up_reader, writer, head_bytes, sent_at, factor)
+            return framed
         finally:
             up_writer.close()
             with contextlib.suppress(Exception):
@@ -237,50 +212,64 @@ class SlowProxy:
     async def _relay(
         self,
         up_reader: asyncio.StreamReader,
-        up_headers: Mapping[str, str],
         writer: asyncio.StreamWriter,
+        head: bytes,
         sent_at: float,
         factor: float,
     ) -> None:
-        queue: asyncio.Queue[tuple[float, bytes] | object] = asyncio.Queue()
+        """Pass the answer's bytes through unchanged (its own chunked or sized framing), each
+        read released at ``sent_at + factor * (arrival - sent_at)``.
 
-        async def release() -> None:
-            while True:
-                item = await queue.get()
-                if item is _END:
-                    return
-                due, data = item  # type: ignore[misc]
-                wait = due - time.perf_counter()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                self.max_late = max(self.max_late, time.perf_counter() - due)
-                writer.write(_chunk(data))
-                await writer.drain()
-                self.pieces += 1
+        The proxy asked the upstream to close after the answer, so the answer ends where the
+        upstream connection does. Releases are timer callbacks, not a task per piece: the
+        proxy shares two cores with the server and must cost as little as it can.
+        """
+        loop = asyncio.get_running_loop()
+        pending: collections.deque[tuple[float, bytes]] = collections.deque()
+        done = asyncio.Event()
+        timer: asyncio.TimerHandle | None = None
 
-        releaser = asyncio.create_task(release())
+        def release() -> None:
+            nonlocal timer
+            timer = None
+            now = loop.time()
+            ready = []
+            while pending and pending[0][0] <= now:
+                due, data = pending.popleft()
+                self.max_late = max(self.max_late, now - due)
+                ready.append(data)
+            if ready:
+                writer.write(b"".join(ready))
+                self.pieces += len(ready)
+            if pending:
+                timer = loop.call_at(pending[0][0], release)
+            else:
+                done.set()
+
+        pending.append((sent_at + factor * (loop.time() - sent_at), head))
+        release()
         try:
-            async for piece in _body(up_reader, up_headers):
-                arrived = time.perf_counter()
-                queue.put_nowait((sent_at + factor * (arrived - sent_at), piece))
-            queue.put_nowait(_END)
-            await releaser
+            while data := await up_reader.read(65536):
+                arrived = loop.time()
+                pending.append((sent_at + factor * (arrived - sent_at), data))
+                if timer is None:
+                    done.clear()
+                    release()
+            await done.wait()
         finally:
-            if not releaser.done():
-                releaser.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await releaser
-        writer.write(b"0\r\n\r\n")
+            if timer is not None:
+                timer.cancel()
         await writer.drain()
 
 
-async def _reply(writer: asyncio.StreamWriter, body: bytes, status: int = 200) -> None:
+async def _reply(writer: asyncio.StreamWriter, body: bytes, status: int = 200) -> bool:
     reason = b"OK" if status == 200 else b"Bad Request"
     writer.write(
         b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
         % (status, reason, len(body), body)
     )
     await writer.drain()
+    return True
 
 
 async def serve(upstream: str, factor: float, host: str, port: int) -> None:
