@@ -259,7 +259,9 @@ def test_nightly_context_scales_tolerances_and_can_warn_only(
         "llmperf_nightly_warn_only = true\n"
     )
     warned = pytester.runpytest(*suite, "--llmperf-context=nightly")
-    warned.assert_outcomes(passed=1, warnings=1)
-    warned.stdout.fnmatch_lines(["*llmperf: profile 'mini' on external regressed*"])
+    # Counted by text, not by total: pytest may add its own assertion-rewrite warning when
+    # the package was imported before this in-process run.
+    warned.assert_outcomes(passed=1)
+    warned.stdout.fnmatch_lines(["*PytestWarning: llmperf: profile 'mini' on external regressed*"])
     assert _result(pytester)["outcome"] == "regressed"
     pytester.runpytest(*suite).assert_outcomes(failed=1)  # the pr context still fails
