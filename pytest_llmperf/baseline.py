@@ -354,30 +354,36 @@ def noise_limit(
     measured_cv: float | None,
     measured_runs: int,
     factor: float,
+    direction: Direction = Direction.LOWER_IS_BETTER,
 ) -> float:
-    """The change (percent) that noise alone explains: ``factor`` standard errors of the
-    difference between the baseline's center (``recorded_runs`` runs) and this one's
-    (``measured_runs`` runs).
+    """The change (percent, in the worse ``direction``) that noise alone explains:
+    ``factor`` standard errors of the difference between the baseline's center
+    (``recorded_runs`` runs) and this one's (``measured_runs`` runs).
 
     The spread of one run is the coefficient of variation of the recorded runs and of this
     measurement's runs, pooled by their degrees of freedom (a spread written by hand without
     ``runs`` counts as one degree). Each center's error shrinks with its number of runs:
-    ``cv * sqrt(1/n + 1/m)``. With no spread known on either side, noise explains nothing
-    and the tolerance alone decides.
+    ``sqrt(1/n + 1/m)``. Serving noise is multiplicative (a starved run is 2x slower, not
+    50 ms slower), so the limit is taken on the log scale and turned back into percent: for
+    a small spread that is ``factor * cv * sqrt(1/n + 1/m)``; for a large one a throughput
+    limit stays short of -100 % (however noisy the baseline, some drop in throughput is
+    a regression) and a latency limit grows past +100 %. With no spread known on either side, noise
+    explains nothing and the tolerance alone decides.
     """
     weighted = 0.0
     degrees = 0
-    if recorded_cv is not None:
-        df = max(recorded_runs - 1, 1)
-        weighted += df * recorded_cv**2
-        degrees += df
-    if measured_cv is not None and measured_runs > 1:
-        weighted += (measured_runs - 1) * measured_cv**2
-        degrees += measured_runs - 1
+    for cv, runs in ((recorded_cv, max(recorded_runs, 2)), (measured_cv, measured_runs)):
+        if cv is not None and runs > 1:
+            sigma = math.log1p((cv / 100.0) ** 2)  # variance of the log of one run
+            weighted += (runs - 1) * sigma
+            degrees += runs - 1
     if not degrees:
         return 0.0
-    pooled = math.sqrt(weighted / degrees)
-    return factor * pooled * math.sqrt(1.0 / max(measured_runs, 1) + 1.0 / max(recorded_runs, 1))
+    error = math.sqrt(weighted / degrees)
+    error *= math.sqrt(1.0 / max(measured_runs, 1) + 1.0 / max(recorded_runs, 1))
+    if direction is Direction.HIGHER_IS_BETTER:
+        return -math.expm1(-factor * error) * 100.0
+    return math.expm1(factor * error) * 100.0
 
 
 def _threshold(
@@ -395,7 +401,12 @@ def _threshold(
     """
     tolerance = tolerance * gate.tolerance_scale
     noise = noise_limit(
-        entry.spread.get(metric), entry.runs, measured_spread, measured_runs, gate.spread_factor
+        entry.spread.get(metric),
+        entry.runs,
+        measured_spread,
+        measured_runs,
+        gate.spread_factor,
+        direction_of(metric),
     )
     if noise > tolerance:
         return noise, "spread"

@@ -12,9 +12,15 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.baseline import BaselineEntry, GateSettings, compare, judge, noise_limit
-from pytest_llmperf.models import Outcome
+from pytest_llmperf.models import Direction, Outcome
 
 WORKLOAD = {"dataset": "random", "num_prompts": 32}
+
+
+def log_limit(cv: float, n: int, m: int, k: float = 2.0, higher: bool = False) -> float:
+    """k standard errors of the log-ratio of two centers, back in percent."""
+    error = k * math.sqrt(math.log1p((cv / 100) ** 2)) * math.sqrt(1 / n + 1 / m)
+    return (1 - math.exp(-error)) * 100 if higher else (math.exp(error) - 1) * 100
 
 
 def entry(
@@ -56,13 +62,13 @@ def test_tolerance_decides_when_the_spread_is_small() -> None:
 
 
 def test_recorded_spread_widens_the_limit_and_says_so() -> None:
-    # Ten recorded runs spread 8 %: one run differs from their median by noise up to
-    # 2 x 8 % x sqrt(1 + 1/10) = 16.8 %, more than the 10 % tolerance.
+    # Ten recorded runs spread 8 %: one run differs from their median by noise up to about
+    # 2 x 8 % x sqrt(1 + 1/10) (18 % on the log scale), more than the 10 % tolerance.
     base = entry({"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 10.0}, {"mean_tpot_ms": 8.0}, runs=10)
-    (row,) = compare(base, {"mean_tpot_ms": 11.6})
+    (row,) = compare(base, {"mean_tpot_ms": 11.7})
     assert (row.status, row.decided_by) == ("pass", "spread")
-    assert row.threshold_pct == pytest.approx(2.0 * 8.0 * math.sqrt(1.1))
-    (row,) = compare(base, {"mean_tpot_ms": 11.8})
+    assert row.threshold_pct == pytest.approx(log_limit(8.0, 1, 10))
+    (row,) = compare(base, {"mean_tpot_ms": 11.9})
     assert row.status == "regressed"
 
 
@@ -75,7 +81,7 @@ def test_repeats_narrow_the_noise_limit() -> None:
         base, {"mean_tpot_ms": 11.3}, measured_spread={"mean_tpot_ms": 8.0}, measured_runs=3
     )
     assert (one.status, three.status) == ("pass", "regressed")
-    assert three.threshold_pct == pytest.approx(2.0 * 8.0 * math.sqrt(1 / 3 + 1 / 10))
+    assert three.threshold_pct == pytest.approx(log_limit(8.0, 3, 10))
 
 
 def test_measured_spread_widens_the_limit_too() -> None:
@@ -88,15 +94,34 @@ def test_measured_spread_widens_the_limit_too() -> None:
 
 
 def test_noise_limit_pools_both_spreads_by_degrees_of_freedom() -> None:
-    # 9 recorded degrees at 4 %, 2 measured degrees at 10 %: sqrt((9*16 + 2*100) / 11).
-    pooled = math.sqrt((9 * 16 + 2 * 100) / 11)
-    assert noise_limit(4.0, 10, 10.0, 3, 2.5) == pytest.approx(
-        2.5 * pooled * math.sqrt(1 / 3 + 1 / 10)
-    )
+    # 9 recorded degrees at 4 %, 2 measured degrees at 10 %, on the log scale.
+    pooled = math.sqrt((9 * math.log1p(0.04**2) + 2 * math.log1p(0.10**2)) / 11)
+    expected = (math.exp(2.5 * pooled * math.sqrt(1 / 3 + 1 / 10)) - 1) * 100
+    assert noise_limit(4.0, 10, 10.0, 3, 2.5) == pytest.approx(expected)
     # One run on each side and no spread: nothing is known about noise.
     assert noise_limit(None, 1, None, 1, 2.5) == 0.0
     # A spread typed by hand without runs counts as one degree of one run.
-    assert noise_limit(5.0, 1, None, 1, 2.0) == pytest.approx(2.0 * 5.0 * math.sqrt(2))
+    assert noise_limit(5.0, 1, None, 1, 2.0) == pytest.approx(log_limit(5.0, 1, 1))
+
+
+def test_noise_is_multiplicative_so_a_throughput_stays_gated() -> None:
+    # A bimodal profile recorded a 48 % spread: a linear limit (2 x 48 % x 1.05 = 100 %)
+    # could never see a throughput drop; on the log scale it is 61 %, and a latency's 158 %.
+    drop = noise_limit(47.6, 10, None, 1, 2.0, Direction.HIGHER_IS_BETTER)
+    rise = noise_limit(47.6, 10, None, 1, 2.0, Direction.LOWER_IS_BETTER)
+    assert 55 < drop < 65
+    assert rise > 150
+    # For a small spread both directions agree with the linear rule.
+    small = [noise_limit(2.0, 10, None, 1, 2.0, d) for d in Direction]
+    assert small == pytest.approx([2 * 2.0 * math.sqrt(1.1)] * 2, rel=0.05)
+    base = entry(
+        {"total_token_throughput": 1000.0},
+        {"total_token_throughput": 5.0},
+        {"total_token_throughput": 47.6},
+        runs=10,
+    )
+    (row,) = compare(base, {"total_token_throughput": 300.0})
+    assert (row.status, row.decided_by) == ("regressed", "spread")
 
 
 def test_tolerance_scale_applies_before_the_spread() -> None:
