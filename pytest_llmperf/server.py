@@ -16,6 +16,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
 from pytest_llmperf.errors import EngineDiedError, EngineStartError
 
 LOG_TAIL_LINES = 20
+WARDEN = Path(__file__).with_name("warden.py")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -149,6 +151,7 @@ class EngineServer:
         self.stop_grace = stop_grace
         self.poll_interval = poll_interval
         self._proc: subprocess.Popen[bytes] | None = None
+        self._warden: subprocess.Popen[bytes] | None = None
         self._known_pids: set[int] = set()
         self.exit_code: int | None = None
         self.stopped_on_request = False
@@ -202,6 +205,30 @@ class EngineServer:
                 raise EngineStartError(
                     f"{self.spec.display_name}: cannot execute {self.plan.argv[0]!r}: {exc}"
                 ) from None
+        self._start_warden()
+
+    def _start_warden(self) -> None:
+        """Start the process that stops the engine if this one dies without teardown."""
+        assert self._proc is not None
+        try:
+            self._warden = subprocess.Popen(
+                [sys.executable, "-I", str(WARDEN), str(os.getpid()), str(self._proc.pid),
+                 str(self.stop_grace)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C to pytest's process group is not for it
+            )  # fmt: skip
+        except OSError:
+            # The death signal still covers most cases; starting must not fail for this.
+            self._warden = None
+
+    def _stop_warden(self) -> None:
+        if self._warden is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._warden.kill()
+            self._warden.wait()
+            self._warden = None
 
     def wait_ready(self) -> None:
         """Poll the health URL until the engine serves; fail fast if it exits first."""
@@ -361,6 +388,7 @@ class EngineServer:
         while self._leftovers() and time.monotonic() < deadline:
             time.sleep(0.1)
         self._reap_group()
+        self._stop_warden()
         return self.exit_code
 
     @property

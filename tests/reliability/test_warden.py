@@ -1,0 +1,170 @@
+"""The warden: an engine that ignores SIGTERM still goes when its pytest is SIGKILLed.
+
+The stand-in engine ignores SIGTERM (so the death signal does nothing) and has a child that
+also ignores it and left the engine's session with setsid(). Its holder (a Python process
+standing for pytest) is SIGKILLed: no teardown runs. Only the warden can stop them, with
+SIGTERM, then SIGKILL after the grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from pytest_llmperf.engines import get_engine
+from pytest_llmperf.engines.base import LaunchPlan
+from pytest_llmperf.server import EngineServer
+from tests.conftest import free_port
+
+STUBBORN_ENGINE = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = os.fork()
+    if child == 0:
+        os.setsid()  # out of the engine's session, as some engines' schedulers do
+        time.sleep(600)
+        os._exit(0)
+    with open(sys.argv[1] + ".partial", "w") as out:
+        out.write(f"{os.getpid()} {child}")
+    os.replace(sys.argv[1] + ".partial", sys.argv[1])
+    time.sleep(600)
+    """
+)
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from pytest_llmperf.engines import get_engine
+    from pytest_llmperf.engines.base import LaunchPlan
+    from pytest_llmperf.server import EngineServer
+
+    engine_script, pid_file, log, port = sys.argv[1:5]
+    url = f"http://127.0.0.1:{port}"
+    plan = LaunchPlan(
+        argv=(sys.executable, engine_script, pid_file), base_url=url, health_url=url + "/health"
+    )
+    server = EngineServer(get_engine("vllm"), plan, Path(log), stop_grace=1.0)
+    server.start()
+    time.sleep(600)
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wardens_of(engine_pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"warden.py") for a in argv) and str(engine_pid).encode() in argv:
+            if _alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+def _warden_of(engine_pid: int, timeout: float = 10.0) -> list[int]:
+    """The warden of an engine, once it has exec'd (just after start it may still be a fork
+    of its starter, with the starter's command line)."""
+    deadline = time.monotonic() + timeout
+    while not (found := _wardens_of(engine_pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while [p for p in pids if _alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [p for p in pids if _alive(p)]
+
+
+def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Path) -> None:
+    engine_script = tmp_path / "stubborn_engine.py"
+    engine_script.write_text(STUBBORN_ENGINE)
+    pid_file = tmp_path / "engine.pids"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(engine_script), str(pid_file),
+         str(tmp_path / "engine.log"), str(free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    family: list[int] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists():
+            assert holder.poll() is None, holder.communicate()[0].decode(errors="replace")
+            assert time.monotonic() < deadline, "the stand-in engine never started"
+            time.sleep(0.05)
+        family = [int(p) for p in pid_file.read_text().split()]
+        engine_pid = family[0]
+        assert _warden_of(engine_pid), "the engine runs with a warden"
+        time.sleep(2.5)  # the warden has seen the child that left the session
+        holder.kill()
+        holder.wait()
+        # SIGTERM is ignored: the warden's SIGKILL follows after the 1 s grace period.
+        survivors = _wait_gone(family, timeout=20)
+        assert survivors == [], f"left behind: {survivors} of {family}"
+        assert _wait_gone(_wardens_of(engine_pid), timeout=5) == [], "the warden exits too"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        for pid in family:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_normal_stop_takes_the_warden_down_too(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    plan = LaunchPlan(
+        argv=(sys.executable, "-c", "import time; time.sleep(600)"),
+        base_url=url,
+        health_url=url + "/health",
+    )
+    server = EngineServer(get_engine("vllm"), plan, tmp_path / "engine.log", stop_grace=2.0)
+    server.start()
+    try:
+        assert server.pid is not None
+        wardens = _warden_of(server.pid)
+        assert len(wardens) == 1
+    finally:
+        server.stop()
+    assert server.leftover_pids() == set()
+    assert _wait_gone(wardens, timeout=5) == []
+
+
+def test_the_warden_leaves_when_the_engine_has_gone_on_its_own(tmp_path: Path) -> None:
+    """An engine that exits by itself leaves nothing to guard: the warden does not linger
+    until the end of the session."""
+    url = f"http://127.0.0.1:{free_port()}"
+    plan = LaunchPlan(
+        argv=(sys.executable, "-c", "import time; time.sleep(0.5)"),
+        base_url=url,
+        health_url=url + "/health",
+    )
+    server = EngineServer(get_engine("vllm"), plan, tmp_path / "engine.log")
+    server.start()
+    try:
+        assert server.pid is not None
+        wardens = _warden_of(server.pid)
+        assert len(wardens) == 1
+        assert _wait_gone(wardens, timeout=10) == []
+    finally:
+        server.stop()
