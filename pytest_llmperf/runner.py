@@ -256,11 +256,15 @@ class EngineSession:
         name = settings.served_model_name or served_model_name(base, model, self.headers)
         version = None
         try:
-            answer = httpx.get(f"{base}/version", timeout=5.0, trust_env=False)
+            # With the same credentials as every other request: a gateway in front of the
+            # engine may guard every path, and the version is then otherwise lost.
+            answer = httpx.get(
+                f"{base}/version", headers=self.headers, timeout=5.0, trust_env=False
+            )
             if answer.status_code == 200:
                 version = spec.parse_version(answer.text)
-        except httpx.HTTPError:
-            pass
+        except (httpx.HTTPError, OSError):
+            pass  # the version is a label in reports, not a reason to fail the run
         self.target = Target(
             engine=self.engine,
             spec=spec,

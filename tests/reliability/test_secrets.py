@@ -77,13 +77,14 @@ def test_api_key_goes_only_in_the_authorization_header_and_is_written_nowhere(
     assert "HTTP 401: invalid key Bearer ***" in failed.output, failed.log
     sent += proxy.requests
 
-    # What reached the server: the key in every request's Authorization header, nowhere else.
+    # What reached the server: the key in every request's Authorization header (the load,
+    # the model list and the version probe alike), nowhere else.
     load = [r for r in sent if r["ordinal"] is not None]
     assert len(load) == 16
+    assert "/version" in {r["path"] for r in sent}
     for request in sent:
         headers = dict((k.lower(), v) for k, v in request["headers"])
-        if request["ordinal"] is not None or request["path"] == "/v1/models":
-            assert headers["authorization"] == f"Bearer {key}", request["path"]
+        assert headers["authorization"] == f"Bearer {key}", request["path"]
         others = [v for k, v in request["headers"] if k.lower() != "authorization"]
         assert key not in request["path"] + request["body"] + "".join(others)
 
