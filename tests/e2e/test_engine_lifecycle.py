@@ -206,3 +206,46 @@ def test_engine_follows_a_killed_pytest(tmp_path: Path) -> None:
     for pid in leftovers:  # do not leave them for the next test, then fail
         os.kill(pid, signal.SIGKILL)
     assert leftovers == []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_engine_follows_a_pytest_killed_while_the_engine_starts(tmp_path: Path) -> None:
+    """Killed during start-up, vLLM once swallowed the death signal's SIGTERM and served on
+    with no pytest left; the warden (server.py) stops it regardless."""
+    (tmp_path / "test_hold.py").write_text(SIGINT_TEST)
+    env = {**os.environ, **VLLM_TEST_ENV, "LLMPERF_MARKER": str(tmp_path / "ready")}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pytest", str(tmp_path / "test_hold.py"), "--engine=vllm",
+         "--hardware=cpu", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-q"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    family: set[int] = set()
+    try:
+        # Wait until the engine runs its engine core (loading the model), not yet serving.
+        deadline = time.monotonic() + 120
+        while len(family) < 2:
+            assert child.poll() is None, child.communicate()[0].decode(errors="replace")
+            assert time.monotonic() < deadline, "the engine never started its engine core"
+            servers = [p for p in descendants(child.pid) if "api_server" in _cmdline(p)]
+            family = {servers[0], *descendants(servers[0])} if servers else set()
+            time.sleep(0.2)
+        assert not (tmp_path / "ready").exists(), "killed during start-up, not after"
+        child.kill()
+        child.communicate()
+        deadline = time.monotonic() + 90
+        while [pid for pid in family if _alive(pid)] and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    leftovers = [pid for pid in family if _alive(pid)]
+    for pid in leftovers:  # do not leave them for the next test, then fail
+        os.kill(pid, signal.SIGKILL)
+    assert leftovers == []
