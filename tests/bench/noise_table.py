@@ -83,6 +83,13 @@ def main() -> int:
         action="store_true",
         help="use the tolerances baselines/cpu/tiny-qwen3/vllm.yaml gives the profile",
     )
+    parser.add_argument(
+        "--warmups",
+        type=int,
+        default=None,
+        help="warm-up requests before each measurement (default: the plugin's); very-long "
+        "sends 32,000-token prompts, so fewer warm-ups save minutes per trial",
+    )
     parser.add_argument("--seed", type=int, default=0, help="shuffles the order of levels")
     parser.add_argument("--json", type=Path, help="write every gate's outcome here")
     parser.add_argument(
@@ -110,7 +117,7 @@ def main() -> int:
     loads: list[float] = []
     trials: list[dict[str, Any]] = []
     with (
-        embedded_server() as embedded,
+        embedded_server(warmups=args.warmups) as embedded,
         SlowProxyProcess(embedded.target.base_url) as proxy,
         tempfile.TemporaryDirectory(prefix="llmperf-noise-table-") as tmp,
     ):
@@ -188,6 +195,8 @@ def main() -> int:
                         },
                     }
                 )
+            if args.json:
+                write_json(args.json, args, profile.num_prompts, tolerances, entry.spread, trials)
             done = [t for t in trials if t["trial"] == trial]
             print(
                 f"trial {trial + 1}/{args.trials}  load {loads[-1]:.2f}  "
@@ -204,22 +213,32 @@ def main() -> int:
         f"{statistics.median(loads):.2f}, max {max(loads):.2f}; proxy released pieces at "
         f"most {proxy_stats['max_late_ms']:.1f} ms late; {time.monotonic() - started:.0f} s"
     )
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "profile": args.profile,
-                    "num_prompts": profile.num_prompts,
-                    "repeat": args.repeat,
-                    "confirm": args.confirm,
-                    "tolerances": tolerances,
-                    "baseline_spread": entry.spread,
-                    "trials": trials,
-                },
-                indent=1,
-            )
-        )
     return 0
+
+
+def write_json(
+    path: Path,
+    args: argparse.Namespace,
+    num_prompts: int,
+    tolerances: dict[str, float],
+    spread: dict[str, float],
+    trials: list[dict[str, Any]],
+) -> None:
+    """Every gate so far; rewritten after each round (atomically), so that an interrupted
+    table keeps what it measured."""
+    document = {
+        "profile": args.profile,
+        "num_prompts": num_prompts,
+        "repeat": args.repeat,
+        "confirm": args.confirm,
+        "warmups": args.warmups,
+        "tolerances": tolerances,
+        "baseline_spread": spread,
+        "trials": trials,
+    }
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(document, indent=1))
+    partial.replace(path)
 
 
 def print_table(
