@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -27,6 +26,7 @@ import httpx
 
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
 from pytest_llmperf.errors import EngineDiedError, EngineStartError
+from pytest_llmperf.warden import descendants_of, is_alive, live_processes
 
 LOG_TAIL_LINES = 20
 WARDEN = Path(__file__).with_name("warden.py")
@@ -45,48 +45,14 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, parent pid, process group) of a live process, from /proc."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may contain spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rfind(")") + 2 :].split()
-    return fields[0], int(fields[1]), int(fields[2])
-
-
-def _all_pids() -> Iterator[int]:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            yield int(entry)
-
-
 def group_members(pgid: int) -> set[int]:
     """Live (non-zombie) processes of a process group."""
-    members = set()
-    for pid in _all_pids():
-        stat = _proc_stat(pid)
-        if stat and stat[2] == pgid and stat[0] != "Z":
-            members.add(pid)
-    return members
+    return {pid for pid, stat in live_processes().items() if stat.group == pgid}
 
 
 def descendants(root: int) -> set[int]:
     """Live processes below ``root``, also those that moved to a process group of their own."""
-    children: dict[int, list[int]] = {}
-    for pid in _all_pids():
-        stat = _proc_stat(pid)
-        if stat and stat[0] != "Z":
-            children.setdefault(stat[1], []).append(pid)
-    found: set[int] = set()
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+    return descendants_of(root, live_processes())
 
 
 def port_taken(url: str) -> str | None:
@@ -346,12 +312,7 @@ class EngineServer:
 
     def _leftovers(self) -> set[int]:
         assert self._proc is not None
-        alive = group_members(self._proc.pid)
-        for pid in self._known_pids:
-            stat = _proc_stat(pid)
-            if stat and stat[0] != "Z":
-                alive.add(pid)
-        return alive
+        return group_members(self._proc.pid) | {p for p in self._known_pids if is_alive(p)}
 
     def _reap_group(self, timeout: float = 10.0) -> None:
         """Make sure nothing of the group outlives the leader."""

@@ -19,28 +19,63 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 POLL_S = 0.5
 RESCAN_S = 1.0
 
 
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(state, parent pid, session id, start time in clock ticks) of a process."""
+class ProcStat(NamedTuple):
+    """What /proc/PID/stat says of a process, as far as stopping an engine needs it."""
+
+    state: str  # "Z": a zombie, gone but not yet reaped
+    parent: int
+    group: int
+    session: int
+    started: int  # clock ticks after boot: with the pid, names one process for good
+
+
+def read_stat(pid: int) -> ProcStat | None:
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name may hold spaces and parentheses: split after the last ')'.
     fields = raw[raw.rfind(")") + 2 :].split()
-    return fields[0], int(fields[1]), int(fields[3]), int(fields[19])
+    return ProcStat(fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
 
 
-def _pids() -> Iterator[int]:
+def is_alive(pid: int) -> bool:
+    """Whether the process runs (exists and is not a zombie)."""
+    stat = read_stat(pid)
+    return stat is not None and stat.state != "Z"
+
+
+def live_processes() -> dict[int, ProcStat]:
+    """Every running (non-zombie) process."""
+    found = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            yield int(entry)
+        if entry.isdigit() and (stat := read_stat(int(entry))) and stat.state != "Z":
+            found[int(entry)] = stat
+    return found
+
+
+def descendants_of(root: int, processes: Mapping[int, ProcStat]) -> set[int]:
+    """The processes below ``root``, also those that moved to a group or session of their
+    own."""
+    children: dict[int, list[int]] = {}
+    for pid, stat in processes.items():
+        children.setdefault(stat.parent, []).append(pid)
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 class EngineFamily:
@@ -55,24 +90,16 @@ class EngineFamily:
         self.known: dict[int, int] = {}
 
     def scan(self) -> None:
-        stats = {pid: stat for pid in _pids() if (stat := _stat(pid)) and stat[0] != "Z"}
-        children: dict[int, list[int]] = {}
-        for pid, (_, parent, session, started) in stats.items():
-            children.setdefault(parent, []).append(pid)
-            if session == self.leader:
-                self.known[pid] = started
-        todo = [self.leader]
-        while todo:
-            for child in children.get(todo.pop(), []):
-                if child not in self.known:
-                    self.known[child] = stats[child][3]
-                    todo.append(child)
+        processes = live_processes()
+        members = {pid for pid, stat in processes.items() if stat.session == self.leader}
+        for pid in members | descendants_of(self.leader, processes):
+            self.known.setdefault(pid, processes[pid].started)
 
     def alive(self) -> list[int]:
         live = []
         for pid, started in self.known.items():
-            stat = _stat(pid)
-            if stat and stat[0] != "Z" and stat[3] == started:
+            stat = read_stat(pid)
+            if stat and stat.state != "Z" and stat.started == started:
                 live.append(pid)
         return live
 

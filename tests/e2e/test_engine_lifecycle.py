@@ -21,6 +21,7 @@ import pytest
 from pytest_llmperf.engines import LaunchRequest, get_engine
 from pytest_llmperf.errors import EngineStartError
 from pytest_llmperf.server import EngineServer, descendants, group_members
+from pytest_llmperf.warden import is_alive
 from tests.conftest import TINY_MODEL_NAME, VLLM_TEST_ENV, free_port, requires_vllm, start_vllm
 
 pytestmark = [pytest.mark.e2e, requires_vllm]
@@ -181,17 +182,9 @@ def test_interrupting_pytest_stops_the_engine(tmp_path: Path, sig: signal.Signal
         if child.poll() is None:
             child.kill()
             child.wait()
-    survivors = [pid for pid in engine_family if _alive(pid)]
+    survivors = [pid for pid in engine_family if is_alive(pid)]
     assert survivors == [], output
     assert group_members(engine_pid) == set()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_engine_follows_a_killed_pytest(tmp_path: Path) -> None:
@@ -200,9 +193,9 @@ def test_engine_follows_a_killed_pytest(tmp_path: Path) -> None:
     child.kill()
     child.communicate()
     deadline = time.monotonic() + 90
-    while [pid for pid in family if _alive(pid)] and time.monotonic() < deadline:
+    while [pid for pid in family if is_alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.5)
-    leftovers = [pid for pid in family if _alive(pid)]
+    leftovers = [pid for pid in family if is_alive(pid)]
     for pid in leftovers:  # do not leave them for the next test, then fail
         os.kill(pid, signal.SIGKILL)
     assert leftovers == []
@@ -239,13 +232,13 @@ def test_engine_follows_a_pytest_killed_while_the_engine_starts(tmp_path: Path) 
         child.kill()
         child.communicate()
         deadline = time.monotonic() + 90
-        while [pid for pid in family if _alive(pid)] and time.monotonic() < deadline:
+        while [pid for pid in family if is_alive(pid)] and time.monotonic() < deadline:
             time.sleep(0.5)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-    leftovers = [pid for pid in family if _alive(pid)]
+    leftovers = [pid for pid in family if is_alive(pid)]
     for pid in leftovers:  # do not leave them for the next test, then fail
         os.kill(pid, signal.SIGKILL)
     assert leftovers == []

@@ -19,6 +19,7 @@ from pathlib import Path
 from pytest_llmperf.engines import get_engine
 from pytest_llmperf.engines.base import LaunchPlan
 from pytest_llmperf.server import EngineServer
+from pytest_llmperf.warden import is_alive
 from tests.conftest import free_port
 
 STUBBORN_ENGINE = textwrap.dedent(
@@ -57,14 +58,6 @@ HOLDER = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _wardens_of(engine_pid: int) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -75,7 +68,7 @@ def _wardens_of(engine_pid: int) -> list[int]:
         except OSError:
             continue
         if any(a.endswith(b"warden.py") for a in argv) and str(engine_pid).encode() in argv:
-            if _alive(int(entry)):
+            if is_alive(int(entry)):
                 found.append(int(entry))
     return found
 
@@ -91,9 +84,9 @@ def _warden_of(engine_pid: int, timeout: float = 10.0) -> list[int]:
 
 def _wait_gone(pids: list[int], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
-    while [p for p in pids if _alive(p)] and time.monotonic() < deadline:
+    while [p for p in pids if is_alive(p)] and time.monotonic() < deadline:
         time.sleep(0.1)
-    return [p for p in pids if _alive(p)]
+    return [p for p in pids if is_alive(p)]
 
 
 def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Path) -> None:
@@ -127,7 +120,7 @@ def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Pa
             holder.kill()
             holder.wait()
         for pid in family:
-            if _alive(pid):
+            if is_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
