@@ -23,7 +23,7 @@ from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
 from pytest_llmperf.errors import ConfigError, EngineStartError
 from pytest_llmperf.models import RequestRecord, SampleRequest
 from pytest_llmperf.profiles import WorkloadProfile
-from pytest_llmperf.server import EngineServer
+from pytest_llmperf.server import EngineServer, engine_version
 from pytest_llmperf.settings import Settings
 
 EMBEDDED_SERVED_NAME = "tiny-qwen3"
@@ -206,7 +206,7 @@ class EngineSession:
             name = settings.served_model_name or served_model_name(
                 plan.base_url, model, self.headers
             )
-            version = server.version()
+            version = server.version(self.headers)
         except BaseException:
             server.stop()
             raise
@@ -254,17 +254,9 @@ class EngineSession:
             resolve_model(settings, "external")  # raises: says --model is needed
             raise AssertionError("unreachable")
         name = settings.served_model_name or served_model_name(base, model, self.headers)
-        version = None
-        try:
-            # With the same credentials as every other request: a gateway in front of the
-            # engine may guard every path, and the version is then otherwise lost.
-            answer = httpx.get(
-                f"{base}/version", headers=self.headers, timeout=5.0, trust_env=False
-            )
-            if answer.status_code == 200:
-                version = spec.parse_version(answer.text)
-        except (httpx.HTTPError, OSError):
-            pass  # the version is a label in reports, not a reason to fail the run
+        # An external server's kind is unknown; most OpenAI-compatible servers that report a
+        # version do it at vLLM's path, so that is the guess when the spec names none.
+        version = engine_version(spec, base, self.headers, spec.version_path or "/version")
         self.target = Target(
             engine=self.engine,
             spec=spec,

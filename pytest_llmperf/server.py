@@ -55,6 +55,24 @@ def descendants(root: int) -> set[int]:
     return descendants_of(root, live_processes())
 
 
+def engine_version(
+    spec: EngineSpec, base_url: str, headers: dict[str, str] | None = None, path: str | None = None
+) -> str | None:
+    """The version the server at ``base_url`` reports at ``path`` (default: the spec's), or None.
+
+    Sent with the run's credentials: a gateway in front of the engine may guard every path.
+    Any failure gives None, because the version labels reports and is no reason to fail a run.
+    """
+    path = path or spec.version_path
+    if not path:
+        return None
+    try:
+        response = httpx.get(base_url + path, headers=headers, timeout=5.0, trust_env=False)
+    except (httpx.HTTPError, OSError):
+        return None
+    return spec.parse_version(response.text) if response.status_code == 200 else None
+
+
 def port_taken(url: str) -> str | None:
     """Why the engine could not listen at ``url``'s local port, or None if it is free.
 
@@ -283,17 +301,9 @@ class EngineServer:
             return None
         return f"{self.plan.health_url} answered {response.status_code}"
 
-    def version(self) -> str | None:
+    def version(self, headers: dict[str, str] | None = None) -> str | None:
         """The engine's version as its server reports it, if it has a way to."""
-        if not self.spec.version_path:
-            return None
-        try:
-            response = httpx.get(
-                self.base_url + self.spec.version_path, timeout=5.0, trust_env=False
-            )
-        except httpx.HTTPError:
-            return None
-        return self.spec.parse_version(response.text) if response.status_code == 200 else None
+        return engine_version(self.spec, self.base_url, headers)
 
     # -- stop ----------------------------------------------------------------------------
 
