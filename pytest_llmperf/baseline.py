@@ -10,11 +10,8 @@ or partial file behind.
 from __future__ import annotations
 
 import contextlib
-import glob
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from pytest_llmperf.atomic import temporary_pattern, write_atomically
 from pytest_llmperf.errors import BaselineError
 from pytest_llmperf.models import Direction, MetricComparison, Outcome, Verdict
 
@@ -245,27 +243,11 @@ def dump_document(document: Mapping[str, Any]) -> str:
     return text
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp_name)
-        raise
-
-
 def _remove_stale_temporaries(path: Path) -> None:
     """Delete what writes of ``path`` killed before their rename left (SIGKILL runs no
     cleanup), so it is not committed next to the baseline. Called under the file's lock: no
     write of ``path`` can be under way."""
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+    for stale in path.parent.glob(temporary_pattern(path)):
         with contextlib.suppress(OSError):
             stale.unlink()
 
@@ -323,7 +305,7 @@ def record_entry(
         if variant is not None:
             document["variants"][variant] = _ordered(section, _VARIANT_ORDER)
         _remove_stale_temporaries(path)
-        atomic_write(path, dump_document(document))
+        write_atomically(path, dump_document(document))
     finally:
         lock.release()
 

@@ -20,7 +20,6 @@ import math
 import os
 import random
 import string
-import tempfile
 from array import array
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.models import SampleRequest
 from pytest_llmperf.profiles import WorkloadProfile
@@ -502,16 +502,8 @@ def write_synthetic_sharegpt(
     data = (json.dumps(entries, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     # Written aside and renamed, so a reader in another process never sees half a file.
-    fd, scratch = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(scratch, target)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
+    write_atomically(target, data)
     return target
 
 

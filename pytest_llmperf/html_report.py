@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.models import Direction, MetricComparison
@@ -318,12 +319,7 @@ def render(
 
 
 def write(path: Path, page: str) -> None:
-    import os
-
-    from pytest_llmperf.baseline import atomic_write
-
-    atomic_write(path, page)
-    os.chmod(path, 0o644)  # an artifact others read, not the temporary file's 0600
+    write_atomically(path, page)
 
 
 def write_trend(path: Path, items: Sequence[Mapping[str, Any]]) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.models import RequestRecord
 
 _WIDTH = 50
@@ -260,23 +260,7 @@ def result_filename(run_config: Mapping[str, Any]) -> str:
 
 
 def write_results_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
-    """Write ``data`` as JSON atomically: readers see the old file or the new one, never half.
-
-    The text goes to a temporary file in the same folder (so the rename stays on one file
-    system), is flushed to disk, then replaces the target.
-    """
+    """Write ``data`` as JSON atomically: readers see the old file or the new one, never half."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp creates the file private (0600); a result is an artifact others read.
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_atomically(target, json.dumps(data))
     return target

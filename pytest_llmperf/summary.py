@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.settings import Settings
 from pytest_llmperf.tables import VariantRow, variant_table, verdict_summary
@@ -204,11 +205,7 @@ def _now() -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    from pytest_llmperf.baseline import atomic_write
-
-    atomic_write(path, text)
-    # The temporary file was private (0600); a report is an artifact others read.
-    os.chmod(path, 0o644)
+    write_atomically(path, text)
 
 
 def markdown_target(settings: Settings, environ: Mapping[str, str]) -> tuple[Path, bool] | None:

@@ -496,13 +496,13 @@ def entries_damage_after_next_update(
 ATOMIC_WRITER = """
 import sys
 from pathlib import Path
-from pytest_llmperf.baseline import atomic_write
+from pytest_llmperf.atomic import write_atomically
 path, texts = Path(sys.argv[1]), [Path(p).read_text() for p in sys.argv[2:]]
 print("ready", flush=True)
 k = 0
 while True:
     k += 1
-    atomic_write(path, texts[k % 2])
+    write_atomically(path, texts[k % 2])
 """
 
 

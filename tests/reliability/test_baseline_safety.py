@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import baseline
+from pytest_llmperf.atomic import write_atomically
 from tests.conftest import requires_vllm
 from tests.reliability import baseline_writer
 from tests.reliability.baseline_writer import HEADER, entry
@@ -116,13 +117,13 @@ ATOMIC_WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from pytest_llmperf.baseline import atomic_write
+    from pytest_llmperf.atomic import write_atomically
     path = Path(sys.argv[1])
     k = 0
     print("ready", flush=True)
     while True:
         k += 1
-        atomic_write(path, f"{k % 2}\\n" * 2_000_000)
+        write_atomically(path, f"{k % 2}\\n" * 2_000_000)
     """
 )
 
@@ -169,7 +170,7 @@ def test_four_xdist_workers_update_one_file(
     seed_baseline(path, {"kept": 123.0})
     document = baseline.read_document(path)
     document["profiles"]["kept"]["tolerances"] = {"mean_tpot_ms": 7.5}
-    baseline.atomic_write(path, baseline.dump_document(document))
+    write_atomically(path, baseline.dump_document(document))
     args = [a for a in external_args(proxy.url, tiny_model_dir) if "profile" not in a]
     run = run_pytest(
         project,

@@ -14,6 +14,7 @@ from pytest_llmperf.summary import markdown_target, terminal_lines, write_output
 from pytest_llmperf.tables import Table, VariantRow, change_pct, variant_table
 from pytest_llmperf.variants import Variant
 from tests.reports.factory import ledger, records
+from tests.support.files import default_file_mode
 
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = (
@@ -80,7 +81,7 @@ def test_json_has_everything_per_test(tmp_path: Path) -> None:
     assert result["outcome"] == "regressed"
     assert {"mean_ttft_ms", "p99_itl_ms", "max_concurrent_requests"} <= set(result["metrics"])
     assert len(result["series"]["ttft_ms"]) == 32
-    assert out.stat().st_mode & 0o777 == 0o644
+    assert out.stat().st_mode & 0o777 == default_file_mode()  # not private
 
 
 def test_markdown_to_the_github_job_summary_is_appended(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from pytest_llmperf.report import (
     results_json,
     write_results_json,
 )
+from tests.support.files import default_file_mode
 
 
 def known_metrics() -> dict[str, Any]:
@@ -370,7 +371,7 @@ def test_write_results_json_is_atomic_and_replaces(tmp_path: Path) -> None:
     assert write_results_json(target, doc) == target
     assert json.loads(target.read_text()) == doc
     assert os.listdir(target.parent) == ["run.json"]  # no temporary file left behind
-    assert target.stat().st_mode & 0o777 == 0o644
+    assert target.stat().st_mode & 0o777 == default_file_mode()  # not private
 
 
 def test_write_results_json_keeps_old_file_when_serialising_fails(tmp_path: Path) -> None:

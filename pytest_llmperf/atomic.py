@@ -1,0 +1,60 @@
+"""Write a file so that readers see the old content or the new, never half, and so that an
+interrupt leaves no temporary file behind.
+
+The text goes to a temporary file in the target's folder (the rename must stay on one file
+system), is flushed to disk, then replaces the target. ``tempfile.mkstemp`` is not used: a
+Ctrl-C can land after it created the file but before it returned the name, and the file is
+then left over with nobody knowing it. Here the name is chosen first, so whatever interrupts
+the write can remove it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import secrets
+from pathlib import Path
+
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def temporary_pattern(path: Path) -> str:
+    """The glob (relative to ``path``'s folder) that matches the temporaries of ``path``."""
+    return f".{glob.escape(path.name)}.*{TEMPORARY_SUFFIX}"
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Replace ``path`` by ``data`` (text is written as UTF-8), all at once or not at all.
+
+    The new file gets the usual permissions for the user's umask (0644 under the common
+    022): baselines and reports are artifacts others read and commit.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    while True:
+        temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}{TEMPORARY_SUFFIX}"
+        ours = True
+        try:
+            try:
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            except FileExistsError:
+                ours = False  # another writer's temporary (a 1 in 2**64 chance)
+                raise
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+            return
+        except BaseException as problem:
+            if not ours and isinstance(problem, FileExistsError):
+                continue  # the name was taken: try another
+            if ours:
+                _discard(temporary)
+            raise
+
+
+def _discard(temporary: Path) -> None:
+    with contextlib.suppress(OSError):
+        temporary.unlink()
