@@ -23,6 +23,7 @@ from pytest_llmperf.errors import EngineStartError
 from pytest_llmperf.server import EngineServer, descendants, group_members
 from pytest_llmperf.warden import is_alive
 from tests.conftest import TINY_MODEL_NAME, VLLM_TEST_ENV, free_port, requires_vllm, start_vllm
+from tests.support.processes import command_line, wait_gone
 
 pytestmark = [pytest.mark.e2e, requires_vllm]
 
@@ -35,22 +36,6 @@ def _stream(client: httpx.Client, url: str, body: dict[str, object]) -> list[dic
             if line.startswith("data: ") and line != "data: [DONE]":
                 events.append(json.loads(line[len("data: ") :]))
     return events
-
-
-def _processes_with(text: str) -> list[int]:
-    """PIDs whose command line mentions ``text`` (zombies excluded)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 def test_stream_chat_and_completion_then_stop_leaves_nothing(
@@ -192,20 +177,10 @@ def test_engine_follows_a_killed_pytest(tmp_path: Path) -> None:
     child, _, family = _pytest_holding_an_engine(tmp_path)
     child.kill()
     child.communicate()
-    deadline = time.monotonic() + 90
-    while [pid for pid in family if is_alive(pid)] and time.monotonic() < deadline:
-        time.sleep(0.5)
-    leftovers = [pid for pid in family if is_alive(pid)]
+    leftovers = wait_gone(family, timeout=90, interval=0.5)
     for pid in leftovers:  # do not leave them for the next test, then fail
         os.kill(pid, signal.SIGKILL)
     assert leftovers == []
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def test_engine_follows_a_pytest_killed_while_the_engine_starts(tmp_path: Path) -> None:
@@ -225,20 +200,20 @@ def test_engine_follows_a_pytest_killed_while_the_engine_starts(tmp_path: Path) 
         while len(family) < 2:
             assert child.poll() is None, child.communicate()[0].decode(errors="replace")
             assert time.monotonic() < deadline, "the engine never started its engine core"
-            servers = [p for p in descendants(child.pid) if "api_server" in _cmdline(p)]
+            servers = [
+                p for p in descendants(child.pid) if "api_server" in " ".join(command_line(p))
+            ]
             family = {servers[0], *descendants(servers[0])} if servers else set()
             time.sleep(0.2)
         assert not (tmp_path / "ready").exists(), "killed during start-up, not after"
         child.kill()
         child.communicate()
-        deadline = time.monotonic() + 90
-        while [pid for pid in family if is_alive(pid)] and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_gone(family, timeout=90, interval=0.5)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-    leftovers = [pid for pid in family if is_alive(pid)]
+    leftovers = wait_gone(family, timeout=0)
     for pid in leftovers:  # do not leave them for the next test, then fail
         os.kill(pid, signal.SIGKILL)
     assert leftovers == []

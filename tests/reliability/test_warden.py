@@ -19,8 +19,9 @@ from pathlib import Path
 from pytest_llmperf.engines import get_engine
 from pytest_llmperf.engines.base import LaunchPlan
 from pytest_llmperf.server import EngineServer
-from pytest_llmperf.warden import is_alive
+from pytest_llmperf.warden import is_alive, live_processes
 from tests.conftest import free_port
+from tests.support.processes import command_line, wait_gone
 
 STUBBORN_ENGINE = textwrap.dedent(
     """
@@ -60,16 +61,10 @@ HOLDER = textwrap.dedent(
 
 def _wardens_of(engine_pid: int) -> list[int]:
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(a.endswith(b"warden.py") for a in argv) and str(engine_pid).encode() in argv:
-            if is_alive(int(entry)):
-                found.append(int(entry))
+    for pid in live_processes():
+        argv = command_line(pid)
+        if any(a.endswith("warden.py") for a in argv) and str(engine_pid) in argv:
+            found.append(pid)
     return found
 
 
@@ -80,13 +75,6 @@ def _warden_of(engine_pid: int, timeout: float = 10.0) -> list[int]:
     while not (found := _wardens_of(engine_pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return found
-
-
-def _wait_gone(pids: list[int], timeout: float) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while [p for p in pids if is_alive(p)] and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return [p for p in pids if is_alive(p)]
 
 
 def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Path) -> None:
@@ -112,9 +100,9 @@ def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Pa
         holder.kill()
         holder.wait()
         # SIGTERM is ignored: the warden's SIGKILL follows after the 1 s grace period.
-        survivors = _wait_gone(family, timeout=20)
+        survivors = wait_gone(family, timeout=20)
         assert survivors == [], f"left behind: {survivors} of {family}"
-        assert _wait_gone(_wardens_of(engine_pid), timeout=5) == [], "the warden exits too"
+        assert wait_gone(_wardens_of(engine_pid), timeout=5) == [], "the warden exits too"
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -140,7 +128,7 @@ def test_a_normal_stop_takes_the_warden_down_too(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert server.leftover_pids() == set()
-    assert _wait_gone(wardens, timeout=5) == []
+    assert wait_gone(wardens, timeout=5) == []
 
 
 def test_the_warden_leaves_when_the_engine_has_gone_on_its_own(tmp_path: Path) -> None:
@@ -158,6 +146,6 @@ def test_the_warden_leaves_when_the_engine_has_gone_on_its_own(tmp_path: Path) -
         assert server.pid is not None
         wardens = _warden_of(server.pid)
         assert len(wardens) == 1
-        assert _wait_gone(wardens, timeout=10) == []
+        assert wait_gone(wardens, timeout=10) == []
     finally:
         server.stop()
