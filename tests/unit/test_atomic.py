@@ -17,6 +17,8 @@ from pytest_llmperf import atomic
 from pytest_llmperf.atomic import temporary_pattern, write_atomically
 from tests.support.files import default_file_mode
 
+REAL_OPEN = os.open
+
 
 def test_replaces_the_file_whole_with_readable_permissions(tmp_path: Path) -> None:
     target = tmp_path / "deep" / "baseline.yaml"
@@ -29,35 +31,28 @@ def test_replaces_the_file_whole_with_readable_permissions(tmp_path: Path) -> No
     assert target.stat().st_mode & 0o777 == default_file_mode()
 
 
-def test_an_interrupt_right_after_the_temporary_is_created_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _open_then_interrupt(*args: Any, **kwargs: Any) -> int:
     """Ctrl-C between the file's creation and the return of its descriptor: with
     ``tempfile.mkstemp`` the file stayed behind, its name known to nobody."""
-    real_open = os.open
-
-    def open_then_interrupt(*args: Any, **kwargs: Any) -> int:
-        os.close(real_open(*args, **kwargs))
-        raise KeyboardInterrupt
-
-    target = tmp_path / "baseline.yaml"
-    target.write_text("kept\n")
-    monkeypatch.setattr(atomic.os, "open", open_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        write_atomically(target, "new\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline.yaml"]
-    assert target.read_text() == "kept\n"
+    os.close(REAL_OPEN(*args, **kwargs))
+    raise KeyboardInterrupt
 
 
-def test_an_interrupt_before_the_rename_keeps_the_old_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _interrupted_replace(*args: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    ("step", "interrupted"),
+    [("open", _open_then_interrupt), ("replace", _interrupted_replace)],
+    ids=["right-after-the-temporary-is-created", "before-the-rename"],
+)
+def test_an_interrupt_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, interrupted: Any
 ) -> None:
-    def interrupted_replace(*args: Any) -> None:
-        raise KeyboardInterrupt
-
     target = tmp_path / "baseline.yaml"
     target.write_text("kept\n")
-    monkeypatch.setattr(atomic.os, "replace", interrupted_replace)
+    monkeypatch.setattr(atomic.os, step, interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_atomically(target, "new\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline.yaml"]
