@@ -43,6 +43,7 @@ from noise_support import embedded_server, load_average, wait_for_quiet
 from slow_proxy import SlowProxyProcess
 
 from pytest_llmperf import baseline
+from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.gate import GateRequest, run_gate
 from pytest_llmperf.models import Outcome
 from pytest_llmperf.runner import measure
@@ -236,9 +237,7 @@ def write_json(
         "baseline_spread": spread,
         "trials": trials,
     }
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(document, indent=1))
-    partial.replace(path)
+    write_atomically(path, json.dumps(document, indent=1))
 
 
 def print_table(
