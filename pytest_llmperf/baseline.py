@@ -35,6 +35,7 @@ _ENTRY_ORDER = (
     "recorded",
     "engine_version",
     "command",
+    "machine",
     "runs",
     "workload",
     "metrics",
@@ -80,6 +81,7 @@ class BaselineEntry:
     error: str | None
     spread: dict[str, float]
     runs: int
+    machine: dict[str, Any] | None = None  # fingerprint.as_dict() of the measuring machine
 
 
 def _fail(path: Path, where: str, problem: str) -> BaselineError:
@@ -154,6 +156,9 @@ def parse_entry(path: Path, profile: str, raw: Any) -> BaselineEntry:
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise _fail(path, f"{where}.runs", f"expected a positive integer, got {runs!r}")
     version = raw.get("engine_version")
+    machine = raw.get("machine")
+    if machine is not None and not isinstance(machine, dict):
+        raise _fail(path, f"{where}.machine", "expected a mapping (the machine's fingerprint)")
     return BaselineEntry(
         profile=profile,
         status=status,
@@ -165,6 +170,7 @@ def parse_entry(path: Path, profile: str, raw: Any) -> BaselineEntry:
         error=raw.get("error"),
         spread=_number_map(path, f"{where}.spread", raw.get("spread")),
         runs=runs,
+        machine=machine,
     )
 
 
@@ -178,6 +184,19 @@ def load_entry(path: Path, profile: str, variant: str | None = None) -> Baseline
             raise _fail(path, f"variants.{variant}", "expected a mapping")
     raw = (section.get("profiles") or {}).get(profile)
     return None if raw is None else parse_entry(path, profile, raw)
+
+
+def recorded_machines(path: Path) -> list[dict[str, Any]]:
+    """The fingerprints of every entry of a file (its profiles and its variants' profiles)."""
+    document = read_document(path)
+    sections = [document, *(v for v in (document.get("variants") or {}).values())]
+    machines = []
+    for section in sections:
+        profiles = section.get("profiles") if isinstance(section, dict) else None
+        for raw in (profiles or {}).values():
+            if isinstance(raw, dict) and isinstance(raw.get("machine"), dict):
+                machines.append(raw["machine"])
+    return machines
 
 
 def load_all(path: Path) -> dict[str, BaselineEntry]:

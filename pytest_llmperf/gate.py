@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import baseline
+from pytest_llmperf import baseline, fingerprint, placement
 from pytest_llmperf.ledger import ProfileResult
-from pytest_llmperf.models import Outcome, Verdict
+from pytest_llmperf.models import MetricComparison, Outcome, Verdict
 from pytest_llmperf.profiles import WorkloadProfile
 from pytest_llmperf.runner import Measurement, Target
 
@@ -35,6 +35,15 @@ class GateRequest:
     tolerance_overrides: Mapping[str, float] | None = None
     gate: baseline.GateSettings | None = None
     nodeid: str = ""
+    # This machine; None compares nothing (callers that predate fingerprints).
+    machine: fingerprint.Fingerprint | None = None
+    # A profile with no comparable baseline for this machine: "record" it and pass (a first
+    # run outside CI), or "fail" and say how to record it (CI).
+    first_run: str = "fail"
+
+    @property
+    def machine_key(self) -> str:
+        return fingerprint.machine_key(self.machine) if self.machine else self.hardware
 
 
 def summarize(runs: Sequence[Measurement]) -> tuple[dict[str, Any], dict[str, float]]:
@@ -57,8 +66,17 @@ def summarize(runs: Sequence[Measurement]) -> tuple[dict[str, Any], dict[str, fl
 
 
 def baseline_file(request: GateRequest) -> Path:
-    return baseline.baseline_path(
-        request.baseline_root, request.hardware, _model_key(request.target), request.target.engine
+    """The file of the hardware key the run names (see ``placement`` for this machine's own)."""
+    return _placement(request).named
+
+
+def _placement(request: GateRequest) -> placement.Placement:
+    return placement.place(
+        request.baseline_root,
+        request.hardware,
+        request.machine_key,
+        _model_key(request.target),
+        request.target.engine,
     )
 
 
@@ -108,7 +126,7 @@ def run_gate(
 ) -> ProfileResult:
     """Measure ``repeat`` times, then record or judge; a regression is measured again before
     it counts (``confirm_reruns``), because one noisy run must not fail a pull request."""
-    path = baseline_file(request)
+    places = _placement(request)
 
     def measure_round() -> list[Measurement]:
         return [measure_once() for _ in range(request.repeat)]
@@ -116,35 +134,23 @@ def run_gate(
     # Read the baseline before measuring: a malformed file fails the test at once, not
     # after minutes of load whose numbers could not be compared or recorded anyway.
     variant = _variant_key(request.target)
-    entry = baseline.load_entry(path, request.profile.name, variant)
+    found = placement.find(places, request.profile.name, variant)
+    entry, path = found.entry, found.path
     runs = measure_round()
     center, spread = summarize(runs)
     workload = runs[0].workload
     notes = [note for run in runs for note in run.notes]
     gated = list((entry.tolerances if entry else None) or baseline.DEFAULT_TOLERANCES)
     verdict = _too_many_failures(runs, request.max_failed_requests) or _insufficient(runs, gated)
-    if verdict is None and request.update:
-        baseline.record_entry(
-            path,
-            request.profile.name,
-            _entry(request, center, spread, workload, len(runs)),
-            header={
-                "hardware": request.hardware,
-                "model": _model_key(request.target),
-                "engine": request.target.engine,
-            },
-            variant=variant,
-            variant_header={
-                "command": request.target.command
-                if not request.target.embedded
-                else _portable_command(request.target),
-                "model": _model_key(request.target),
-                "engine_version": request.target.version,
-            },
+    changed = _machine_changes(entry, request.machine)
+    if verdict is None and (request.update or entry is None or changed):
+        verdict, path = _record_or_refuse(
+            request, places, entry, changed, center, spread, workload, len(runs), path
         )
-        verdict = Verdict(Outcome.RECORDED, notes=(f"recorded in {path}",))
     if verdict is None:
         verdict = _judge(request, entry, center, spread, workload, path)
+        if entry is not None and entry.machine is None and request.machine is not None:
+            verdict = replace(verdict, notes=(*verdict.notes, _UNKNOWN_MACHINE))
         reruns = 0
         while verdict.outcome is Outcome.REGRESSED and reruns < request.confirm_reruns:
             reruns += 1
@@ -181,6 +187,160 @@ def run_gate(
         notes=tuple(dict.fromkeys([*request.target.notes, *notes])),
         variant=request.target.variant,
         series=runs[-1].series,
+        machine=_machine_record(request),
+        baseline_machine=entry.machine if entry is not None else None,
+    )
+
+
+_UNKNOWN_MACHINE = (
+    "the baseline does not say which machine measured it (recorded before fingerprints): "
+    "compared as it is; re-record it on its machine with --update-baselines to add one"
+)
+
+
+def _machine_changes(
+    entry: baseline.BaselineEntry | None, machine: fingerprint.Fingerprint | None
+) -> list[str]:
+    if entry is None or entry.machine is None or machine is None:
+        return []
+    return fingerprint.differences(entry.machine, machine)
+
+
+def _machine_record(request: GateRequest) -> dict[str, Any] | None:
+    if request.machine is None:
+        return None
+    from pytest_llmperf import __version__
+
+    return request.machine.with_versions(plugin=__version__).as_dict()
+
+
+def _record_or_refuse(
+    request: GateRequest,
+    places: placement.Placement,
+    entry: baseline.BaselineEntry | None,
+    changed: list[str],
+    center: Mapping[str, Any],
+    spread: Mapping[str, float],
+    workload: Mapping[str, Any],
+    runs: int,
+    found_at: Path,
+) -> tuple[Verdict | None, Path]:
+    """Write this machine's numbers (``--update-baselines``, or a first run outside CI), or
+    say why the run has nothing to compare with. ``None``: judge as usual."""
+    first = not request.update
+    destination = placement.destination(places, request.machine)
+    where = _machine_words(request, changed, entry, found_at)
+    if destination is None:
+        # The only file this machine may write holds another machine's entries.
+        return _refuse_shared_key(request, entry, changed, center, found_at, where), found_at
+    if first and request.first_run != "record":
+        return _no_comparable(request, entry, changed, center, found_at, destination, where), (
+            found_at
+        )
+    new_entry = _entry(request, center, spread, workload, runs)
+    if entry is not None and destination != found_at and entry.tolerances:
+        # A first entry in this machine's file starts from the tolerances chosen for the
+        # same profile elsewhere: they say how noisy this workload is (docs/baselines.md).
+        new_entry["tolerances"] = dict(entry.tolerances)
+    _write_entry(request, destination, new_entry)
+    if not first:
+        return Verdict(Outcome.RECORDED, notes=(f"recorded in {destination}",)), destination
+    rows = _informative(entry, center) if changed else ()
+    note = (
+        f"first run on this machine ({where}): recorded in {destination}. Review and commit "
+        f"it: the next runs on this machine are gated against it"
+    )
+    return Verdict(Outcome.RECORDED, comparisons=rows, notes=(note,), first_run=True), destination
+
+
+def _machine_words(
+    request: GateRequest,
+    changed: list[str],
+    entry: baseline.BaselineEntry | None,
+    found_at: Path,
+) -> str:
+    here = fingerprint.describe(_machine_record(request) or {})
+    if changed:
+        return f"{here}; {found_at} was measured on another machine: " + "; ".join(changed)
+    if entry is None:
+        return f"{here}; no baseline for this profile in {found_at}"
+    return here
+
+
+def _informative(
+    entry: baseline.BaselineEntry | None, center: Mapping[str, Any]
+) -> tuple[MetricComparison, ...]:
+    """How far this machine is from another machine's numbers: shown, never judged."""
+    if entry is None:
+        return ()
+    rows = baseline.compare(entry, center)
+    return tuple(replace(row, status="info", threshold_pct=None) for row in rows)
+
+
+def _no_comparable(
+    request: GateRequest,
+    entry: baseline.BaselineEntry | None,
+    changed: list[str],
+    center: Mapping[str, Any],
+    found_at: Path,
+    destination: Path,
+    where: str,
+) -> Verdict:
+    keep = f"; {found_at} stays as it is" if destination != found_at and entry else ""
+    record = (
+        f"record this machine's numbers with --update-baselines (they go to {destination}{keep})"
+    )
+    if changed:
+        return Verdict(
+            Outcome.MACHINE_CHANGED,
+            comparisons=_informative(entry, center),
+            notes=(f"measured on another machine than the baseline: {where}", record),
+        )
+    return Verdict(
+        Outcome.NO_BASELINE,
+        notes=(f"no baseline for this profile in {found_at}", record),
+    )
+
+
+def _refuse_shared_key(
+    request: GateRequest,
+    entry: baseline.BaselineEntry | None,
+    changed: list[str],
+    center: Mapping[str, Any],
+    found_at: Path,
+    where: str,
+) -> Verdict:
+    return Verdict(
+        Outcome.MACHINE_CHANGED,
+        comparisons=_informative(entry, center),
+        notes=(
+            f"measured on another machine than the baseline: {where}",
+            f"{found_at} holds another machine's entries under the key this machine would "
+            f"use ({request.machine_key}); nothing was written. Record this machine under a "
+            f"key of its own: --hardware={request.machine_key}-<name> --update-baselines",
+        ),
+    )
+
+
+def _write_entry(request: GateRequest, path: Path, entry: dict[str, Any]) -> None:
+    variant = _variant_key(request.target)
+    baseline.record_entry(
+        path,
+        request.profile.name,
+        entry,
+        header={
+            "hardware": path.parent.parent.name,
+            "model": _model_key(request.target),
+            "engine": request.target.engine,
+        },
+        variant=variant,
+        variant_header={
+            "command": request.target.command
+            if not request.target.embedded
+            else _portable_command(request.target),
+            "model": _model_key(request.target),
+            "engine_version": request.target.version,
+        },
     )
 
 
@@ -228,6 +388,9 @@ def _entry(
         "workload": dict(workload),
         "metrics": numeric,
     }
+    machine = _machine_record(request)
+    if machine is not None:
+        entry["machine"] = machine
     if spread:
         entry["spread"] = {key: spread[key] for key in sorted(spread) if key in numeric}
     return entry

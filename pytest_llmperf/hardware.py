@@ -1,14 +1,14 @@
-"""Which accelerator this machine has, as a baseline key (a100, h100, 910b, cpu, ...).
+"""Hardware keys of baseline folders: families (a100, h100, 910b, cpu, ...) and how an
+accelerator's name maps to one.
 
-Detection only informs: the user's ``--hardware`` names the baseline; a mismatch with what is
-detected is reported, because comparing an A100 run with an H100 baseline is a false alarm.
+A detected key is a machine key (``fingerprint.machine_key``: ``cpu-avx512-2c``,
+``a100-80gb``); a key the user gives may be a family (``--hardware=cpu``), whose folder can
+hold another machine's numbers: the fingerprint in each entry decides whether they compare.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 
 KNOWN_HARDWARE = (
     "a100", "a10", "a800", "b200", "gb200", "h100", "h20", "h200", "h800", "l4", "l40",
@@ -21,16 +21,6 @@ _NVIDIA_PATTERNS = [
     for name in ("gb200", "b200", "h200", "h100", "h800", "h20", "a100", "a800", "a10",
                  "l40s", "l40", "l4", "v100", "t4")
 ]  # fmt: skip
-
-
-def _run(argv: list[str]) -> str | None:
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 def classify_nvidia(names: str) -> str | None:
@@ -48,12 +38,15 @@ def classify_ascend(text: str) -> str | None:
     return "910b" if name.startswith("910b") else name
 
 
-def detect() -> str:
-    """The accelerator key of this machine, ``cpu`` when none is found."""
-    names = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
-    if names:
-        return classify_nvidia(names) or re.sub(r"\W+", "-", names.splitlines()[0].lower())
-    ascend = _run(["npu-smi", "info"])
-    if ascend:
-        return classify_ascend(ascend) or "ascend"
-    return "cpu"
+# A key the user gives: a known family (``cpu``, ``a100``) or a machine key as detection makes
+# them (``cpu-avx512-2c``, ``a100-80gb-x8``): lowercase words joined by dashes.
+_KEY = re.compile(r"^[a-z0-9][a-z0-9.]*(-[a-z0-9.]+)*$")
+
+
+def valid_key(key: str) -> bool:
+    return key in KNOWN_HARDWARE or (bool(_KEY.match(key)) and family(key) in KNOWN_HARDWARE)
+
+
+def family(key: str) -> str:
+    """``cpu-avx512-2c`` → ``cpu``; ``a100-80gb`` → ``a100``; a family is its own family."""
+    return key.split("-", 1)[0]

@@ -62,6 +62,7 @@ def record(
         "git_commit": git_commit,
         "plugin_version": plugin_version,
         "hardware": result.hardware,
+        "machine": (result.machine or {}).get("key"),
         "engine": result.engine,
         "variant": result.label,
         "engine_version": result.engine_version,

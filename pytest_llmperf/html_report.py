@@ -267,6 +267,7 @@ def render(
 ) -> str:
     """The report page of a session."""
     from pytest_llmperf.markdown import results_table
+    from pytest_llmperf.tables import machine_lines
 
     _plotly()
     results = ledger.results
@@ -275,7 +276,10 @@ def render(
     profiles = list(dict.fromkeys(r.profile for r in results))
     info = {"hardware": hardware, **(meta or {})}
     meta_line = " · ".join(f"{key}: {value}" for key, value in info.items() if value)
-    sections = ["<h2>Results</h2>"]
+    sections = [
+        "".join(f"<p class='meta'>{html.escape(line)}</p>" for line in machine_lines(results)),
+        "<h2>Results</h2>",
+    ]
     table = results_table(results, marks=("ok", "FAIL"))  # no emoji font in every browser
     failed = [i for i, r in enumerate(results) if r.verdict.failed]
     sections.append(html_table(table, failed))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.fingerprint import differs
 from pytest_llmperf.models import Verdict
 
 
@@ -27,6 +28,13 @@ class ProfileResult:
     notes: tuple[str, ...] = ()
     variant: str = ""  # the configuration's name (--llmperf-variants); "" = the engine's own
     series: dict[str, Any] = field(default_factory=dict)  # series.summarize(): for the plots
+    machine: dict[str, Any] | None = None  # the measuring machine (fingerprint.as_dict())
+    baseline_machine: dict[str, Any] | None = None  # the machine of the baseline compared with
+
+    @property
+    def machines_differ(self) -> bool:
+        """Reports show both machines when they differ (and only the key when not)."""
+        return differs(self.baseline_machine, self.machine)
 
     @property
     def label(self) -> str:

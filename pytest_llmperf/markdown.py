@@ -16,6 +16,8 @@ from pytest_llmperf.tables import (
     VariantRow,
     comparison_grid,
     key_comparisons,
+    machine_lines,
+    md_cell,
     variant_table,
     verdict_summary,
 )
@@ -79,6 +81,10 @@ def session_markdown(
     failed = sum(1 for r in ledger.results if r.verdict.failed) + len(ledger.failed_starts)
     state = f"{failed} failed" if failed else "all passed"
     lines = [f"## {title}: {hardware}, {len(ledger.results)} profiles, {state}", ""]
+    machines = machine_lines(ledger.results)
+    if machines:
+        lines.extend(f"{md_cell(line)}  " for line in machines)
+        lines.append("")
     if ledger.results:
         lines.append(results_table(ledger.results).markdown())
         lines.append("")

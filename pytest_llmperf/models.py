@@ -59,7 +59,8 @@ class Outcome(str, enum.Enum):
     WORKLOAD_CHANGED = "workload-changed"
     INSUFFICIENT_DATA = "insufficient-data"
     REQUESTS_FAILED = "requests-failed"  # more failed requests than the error budget allows
-    RECORDED = "recorded"  # --update-baselines wrote the numbers
+    RECORDED = "recorded"  # --update-baselines, or a first run on this machine, wrote them
+    MACHINE_CHANGED = "machine-changed"  # the baseline was measured on another kind of machine
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ class Verdict:
     comparisons: tuple[MetricComparison, ...] = ()
     notes: tuple[str, ...] = ()  # non-pass states explained in words: engine version moved, ...
     confirmed: bool = False  # a regression that a rerun agreed with
+    first_run: bool = False  # recorded because this machine had no comparable baseline
 
     @property
     def failed(self) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmperf.errors import ConfigError, LLMPerfError
+from pytest_llmperf.fingerprint import Fingerprint
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.settings import Settings, add_options, resolve
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 SETTINGS = pytest.StashKey[Settings]()
 LEDGER = pytest.StashKey[Ledger]()
 HARDWARE = pytest.StashKey[str]()
+MACHINE = pytest.StashKey[Fingerprint | None]()
 PROFILES = pytest.StashKey[dict[str, "WorkloadProfile"]]()
 MARKER = "llmperf"
 
@@ -71,15 +73,31 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS] = settings
     if not settings.active:
         return
-    from pytest_llmperf import hardware
+    from pytest_llmperf import fingerprint, rootdir_guard
     from pytest_llmperf.ledger import Ledger
 
+    try:
+        rootdir_guard.check(config.invocation_params.args, config.rootpath, config.inipath)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.stash[LEDGER] = Ledger()
-    config.stash[HARDWARE] = settings.hardware or hardware.detect()
+    here = fingerprint.this_machine()
+    # The fingerprint describes the server's machine only when the server runs here.
+    config.stash[MACHINE] = here if _serves_here(settings) else None
+    config.stash[HARDWARE] = settings.hardware or fingerprint.machine_key(here)
     if hasattr(config, "workerinput"):
         return  # xdist workers inherit the controller's signal handling
     if sys.platform != "win32" and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+
+
+def _serves_here(settings: Settings) -> bool:
+    if settings.endpoint is None:
+        return True
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(settings.endpoint).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _ini_relative(config: pytest.Config, path: Path) -> Path:
@@ -110,7 +128,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     settings = config.stash.get(SETTINGS, None)
     if settings is None or not settings.active:
         return None
-    from pytest_llmperf import hardware
+    from pytest_llmperf import fingerprint
 
     declared = config.stash[HARDWARE]
     line = (
@@ -119,17 +137,40 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"{' (updating)' if settings.update_baselines else ''}"
     )
     lines = [line]
+    machine = config.stash[MACHINE]
+    if machine is not None:
+        lines.append(f"llmperf: machine {fingerprint.describe(machine.as_dict())}")
+    else:
+        lines.append(
+            "llmperf: machine of the endpoint unknown (not on this host): baselines are "
+            "compared by the hardware key alone"
+        )
+    lines.append(
+        f"llmperf: a profile without a baseline for this machine is "
+        f"{'recorded' if settings.first_run == 'record' else 'a failure'} "
+        f"(--llmperf-first-run={settings.first_run})"
+    )
     if settings.variants_file is not None:
         names = ", ".join(f"{v.name}{' (reference)' * v.reference}" for v in settings.variants)
         lines.append(f"llmperf: variants from {settings.variants_file}: {names}")
-    if settings.hardware and not settings.endpoint:
-        detected = hardware.detect()
-        if detected != settings.hardware:
-            lines.append(
-                f"llmperf: WARNING --hardware={settings.hardware} but this machine looks like "
-                f"{detected}: the baselines compared may not apply"
-            )
+    mismatch = _hardware_mismatch(config)
+    if mismatch:
+        lines.append(f"llmperf: WARNING {mismatch}: the baselines compared may not apply")
     return lines
+
+
+def _hardware_mismatch(config: pytest.Config) -> str | None:
+    """A declared key of another family than this machine's (``--hardware=a100`` on a CPU)."""
+    from pytest_llmperf import fingerprint, hardware
+
+    settings = config.stash[SETTINGS]
+    machine = config.stash[MACHINE]
+    if not settings.hardware or machine is None:
+        return None
+    detected = fingerprint.machine_key(machine)
+    if hardware.family(detected) == hardware.family(settings.hardware):
+        return None
+    return f"--hardware={settings.hardware} but this machine looks like {detected}"
 
 
 # -- parametrization -------------------------------------------------------------------------
@@ -235,13 +276,9 @@ def llmperf_target(
         ledger.failed_starts[llmperf_engine_name] = failure.splitlines()[0]
         session.stop()
         pytest.fail(failure, pytrace=False)
-    hardware = request.config.stash[HARDWARE]
-    if llmperf_settings.hardware and not llmperf_settings.endpoint:
-        from pytest_llmperf.hardware import detect
-
-        detected = detect()
-        if detected != hardware:
-            target.notes.append(f"declared hardware {hardware}, detected {detected}")
+    mismatch = _hardware_mismatch(request.config)
+    if mismatch:
+        target.notes.append(mismatch)
     try:
         yield target
     finally:
@@ -299,6 +336,8 @@ class LLMPerf:
             tolerance_overrides=tolerances,
             gate=GateSettings(tolerance_scale=settings.tolerance_scale),
             nodeid=self._request.node.nodeid,
+            machine=self._request.config.stash[MACHINE],
+            first_run=settings.first_run,
         )
 
     def scaled(self, profile: WorkloadProfile) -> WorkloadProfile:
@@ -369,6 +408,7 @@ class LLMPerf:
             engine=result.engine,
             baseline_file=result.baseline_file,
             accept_command=_accept_command(self._request.config, result.profile),
+            verbose=self._request.config.get_verbosity() > 0,
         )
         if self.settings.warn_only:
             self._request.node.warn(pytest.PytestWarning(message))

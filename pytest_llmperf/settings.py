@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_llmperf import rootdir_guard
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.variants import Variant, from_engines, load_variants
 
@@ -55,6 +58,8 @@ class Settings:
     html_path: Path | None = None
     history_path: Path | None = None
     max_failed_requests: int = 0
+    # A profile with no comparable baseline for this machine: "record" (outside CI) or "fail".
+    first_run: str = "record"
     extra: dict[str, Any] = field(default_factory=dict)
     # The configurations to run in turn: the variants file's, else one per --engine.
     variants: tuple[Variant, ...] = ()
@@ -76,6 +81,8 @@ def add_options(parser: pytest.Parser) -> None:
             help=help_text + (f" [ini: {ini}]" if ini else ""),
             **kwargs,
         )
+        if kwargs.get("action") not in ("store_true", "store_false"):
+            rootdir_guard.VALUE_OPTIONS.update(names)
         if ini:
             parser.addini(ini, help_text, default=None)
 
@@ -249,6 +256,14 @@ def add_options(parser: pytest.Parser) -> None:
         "llmperf_summary",
         "write a Markdown summary here (default: $GITHUB_STEP_SUMMARY when set)",
     )
+    option(
+        ["--llmperf-first-run"],
+        "llmperf_first_run",
+        "a profile with no baseline comparable with this machine: record (the numbers are "
+        "written to this machine's baseline file and the test passes) or fail (with the "
+        "command that records them). Default: fail when the CI environment variable is set, "
+        "else record",
+    )
     option(["--llmperf-html"], "llmperf_html", "write an HTML report with plots here")
     option(
         ["--llmperf-history"],
@@ -306,6 +321,27 @@ def _path(config: pytest.Config, raw: Any) -> Path:
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
+FIRST_RUN_CHOICES = ("record", "fail")
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """The ``CI`` variable that GitHub Actions, GitLab CI, Buildkite, CircleCI, Travis and
+    others set (any value but empty, 0 or false)."""
+    value = (os.environ if environ is None else environ).get("CI", "")
+    return value.strip().lower() not in ("", "0", "false", "no")
+
+
+def _first_run(raw: Any) -> str:
+    if raw is None:
+        return "fail" if in_ci() else "record"
+    value = str(raw).strip().lower()
+    if value not in FIRST_RUN_CHOICES:
+        raise ConfigError(
+            f"--llmperf-first-run: expected {' or '.join(FIRST_RUN_CHOICES)}, got {raw!r}"
+        )
+    return value
+
+
 def resolve(config: pytest.Config) -> Settings:
     """Build ``Settings`` from the command line and ini; raises ``ConfigError``."""
     from pytest_llmperf import engines, hardware
@@ -320,10 +356,11 @@ def resolve(config: pytest.Config) -> Settings:
     hw = _get(config, "hardware")
     if hw is not None:
         hw = str(hw).strip().lower()
-        if hw not in hardware.KNOWN_HARDWARE:
+        if not hardware.valid_key(hw):
             raise ConfigError(
                 f"--hardware: unknown hardware {hw!r}; valid keys are "
-                f"{', '.join(hardware.KNOWN_HARDWARE)}"
+                f"{', '.join(hardware.KNOWN_HARDWARE)}, or one of them followed by dash-joined "
+                f"words (a machine key such as cpu-avx512-2c or a100-80gb-x8)"
             )
 
     raw_args = _get(config, "engine_args")
@@ -335,6 +372,8 @@ def resolve(config: pytest.Config) -> Settings:
     endpoint = _get(config, "endpoint")
     if endpoint is not None and not str(endpoint).startswith(("http://", "https://")):
         raise ConfigError(f"--endpoint: expected an http:// or https:// URL, got {endpoint!r}")
+    if endpoint is not None and not engine_names:
+        engine_names = ("external",)  # an endpoint alone is what to measure
 
     context = str(_get(config, "context") or "pr")
     if context not in CONTEXTS:
@@ -426,5 +465,6 @@ def resolve(config: pytest.Config) -> Settings:
         max_failed_requests=_positive_int(
             "--llmperf-max-failed", _get(config, "max_failed") or 0, allow_zero=True
         ),
+        first_run=_first_run(_get(config, "first_run")),
         variants=variants,
     )

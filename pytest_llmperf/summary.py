@@ -57,10 +57,37 @@ def reference_name(ledger: Ledger, settings: Settings | None = None) -> str | No
     return names[0] if names else None
 
 
+def first_run_lines(ledger: Ledger) -> list[str]:
+    """Say plainly that numbers were recorded rather than judged, and where they went."""
+    recorded = [r for r in ledger.results if r.verdict.first_run]
+    if not recorded:
+        return []
+    files: dict[str, list[str]] = {}
+    for result in recorded:
+        files.setdefault(result.baseline_file, []).append(result.profile)
+    lines = [
+        "",
+        f"first run on this machine: {len(recorded)} profile(s) had no baseline measured on "
+        f"a machine like this one, so their numbers were recorded, not judged:",
+    ]
+    lines.extend(f"  {path} ({', '.join(profiles)})" for path, profiles in files.items())
+    lines.append(
+        "  review and commit them: the next runs on this machine are gated against them "
+        "(in CI, where CI is set, a missing baseline fails instead)"
+    )
+    return lines
+
+
 def terminal_lines(ledger: Ledger, *, verbose: bool, settings: Settings | None = None) -> list[str]:
+    from pytest_llmperf.tables import machine_lines
+
     lines = [compact_line(result) for result in ledger.results]
     for name, error in ledger.failed_starts.items():
         lines.append(f"{name}: failed to start: {error}")
+    lines.extend(first_run_lines(ledger))
+    if any(r.machines_differ for r in ledger.results):
+        lines.append("")
+        lines.extend(machine_lines(ledger.results))
     if verbose:
         from pytest_llmperf.report import format_result_block
 
@@ -171,6 +198,9 @@ def result_record(result: ProfileResult) -> dict[str, Any]:
         ],
         "errors": list(result.errors),
         "baseline_file": result.baseline_file,
+        "machine": result.machine,
+        "baseline_machine": result.baseline_machine,
+        "first_run": verdict.first_run,
         "series": result.series,
     }
 
@@ -191,6 +221,7 @@ def session_document(
             "plugin_version": __version__,
             "created": created or _now(),
             "hardware": hardware,
+            "machine": next((r.machine for r in ledger.results if r.machine), None),
             "git_commit": git_commit if git_commit is not None else _git_commit(root),
             "reference": reference,
             "failed_starts": ledger.failed_starts,

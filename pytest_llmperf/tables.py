@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
+from pytest_llmperf.ledger import ProfileResult
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
 
 
@@ -70,17 +71,17 @@ class Table:
 
     def markdown(self) -> str:
         def line(cells: Sequence[str]) -> str:
-            return "| " + " | ".join(_md_cell(c) for c in cells) + " |"
+            return "| " + " | ".join(md_cell(c) for c in cells) + " |"
 
         lines = [line(self.header), "|" + "|".join("---" for _ in self.header) + "|"]
         lines.extend(line(row) for row in self.rows)
         if self.notes:
             lines.append("")
-            lines.extend(f"{_md_cell(note)}  " for note in self.notes)
+            lines.extend(f"{md_cell(note)}  " for note in self.notes)
         return "\n".join(lines)
 
 
-def _md_cell(text: str) -> str:
+def md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -102,6 +103,17 @@ def comparison_grid(comparisons: Sequence[MetricComparison], *, gated_only: bool
     return Table(header, rows)
 
 
+# What a failure shows a person: the gated metrics and these (all of them with -v and in the
+# JSON): the rows that say whether serving got slower and whether every request completed.
+FAILURE_METRICS = (
+    "total_token_throughput",
+    "output_throughput",
+    "mean_ttft_ms",
+    "mean_tpot_ms",
+    "completed",
+    "failed",
+)
+
 # What a report shows of a verdict: the gated metrics and these (the full list is in the JSON).
 KEY_METRICS = (
     "total_token_throughput",
@@ -118,9 +130,11 @@ KEY_METRICS = (
 )
 
 
-def key_comparisons(comparisons: Sequence[MetricComparison]) -> list[MetricComparison]:
+def key_comparisons(
+    comparisons: Sequence[MetricComparison], keys: Sequence[str] = KEY_METRICS
+) -> list[MetricComparison]:
     """The gated metrics (first, as the verdict orders them), then the key ones."""
-    return [c for c in comparisons if c.tolerance_pct is not None or c.metric in KEY_METRICS]
+    return [c for c in comparisons if c.tolerance_pct is not None or c.metric in keys]
 
 
 def comparison_table(comparisons: Sequence[MetricComparison], *, gated_only: bool = False) -> str:
@@ -144,8 +158,10 @@ def verdict_message(
     engine: str,
     baseline_file: str,
     accept_command: str,
+    verbose: bool = False,
 ) -> str:
-    """The failure text of a test: what happened, the table, and how to accept the numbers."""
+    """The failure text of a test: what happened, the table (gated and key rows; every
+    metric when ``verbose``), and how to accept the numbers."""
     title = {
         Outcome.REGRESSED: "regressed",
         Outcome.IMPROVED: "improved beyond tolerance",
@@ -155,18 +171,48 @@ def verdict_message(
         Outcome.REQUESTS_FAILED: "had more failed requests than allowed",
         Outcome.PASS: "passed",
         Outcome.RECORDED: "was recorded",
+        Outcome.MACHINE_CHANGED: "was measured on another machine than its baseline",
     }[verdict.outcome]
     lines = [f"llmperf: profile {profile!r} on {engine} {title} (baseline: {baseline_file})"]
     if verdict.outcome is Outcome.REGRESSED and verdict.confirmed:
         lines.append("confirmed: a rerun measured the regression again")
     lines.extend(f"note: {note}" for note in verdict.notes)
-    if verdict.comparisons:
+    rows = verdict.comparisons if verbose else key_comparisons(verdict.comparisons, FAILURE_METRICS)
+    if rows:
         lines.append("")
-        lines.append(comparison_table(verdict.comparisons))
+        lines.append(comparison_table(rows))
+        hidden = len(verdict.comparisons) - len(rows)
+        if hidden:
+            lines.append(f"({hidden} more metrics with -v, and all of them in --llmperf-json)")
     if verdict.outcome is not Outcome.REQUESTS_FAILED:  # numbers of a failing run: never accept
         lines.append("")
-        lines.append(f"to accept the new numbers: {accept_command}")
+        if verdict.outcome in (Outcome.NO_BASELINE, Outcome.MACHINE_CHANGED):
+            lines.append(f"to record this machine's numbers: {accept_command}")
+        else:
+            lines.append(f"to accept the new numbers: {accept_command}")
     return "\n".join(lines)
+
+
+def machine_lines(results: Sequence[ProfileResult]) -> list[str]:
+    """This session's machine, and every baseline machine that differs from it, with the
+    profiles compared against it: reports show both when they differ."""
+    from pytest_llmperf.fingerprint import describe, differences
+
+    here = next((r.machine for r in results if r.machine), None)
+    if here is None:
+        return []
+    lines = [f"measured on {describe(here)}"]
+    others: dict[str, list[str]] = {}
+    for result in results:
+        if result.machines_differ and result.baseline_machine is not None:
+            text = describe(result.baseline_machine)
+            fields = "; ".join(differences(result.baseline_machine, here))
+            others.setdefault(f"{text} (differs in {fields})", []).append(
+                f"{result.label}/{result.profile}"
+            )
+    for text, names in others.items():
+        lines.append(f"baseline of {', '.join(names)} measured on {text}")
+    return lines
 
 
 def change_pct(value: float, base: float) -> float:

@@ -180,7 +180,7 @@ def test_improved_passes_unless_strict(
 
 
 def test_no_baseline(pytester: pytest.Pytester, suite: list[str]) -> None:
-    result = pytester.runpytest(*suite)
+    result = pytester.runpytest(*suite, "--llmperf-first-run=fail")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*profile 'mini' on external has no baseline*"])
     assert _result(pytester)["outcome"] == "no-baseline"

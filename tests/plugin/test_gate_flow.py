@@ -73,16 +73,18 @@ def _edit(path: Path, profile: str, **changes: dict[str, float]) -> None:
     path.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
-def test_missing_baseline_fails_and_says_how_to_record(
-    pytester: pytest.Pytester, suite: list[str]
+def test_missing_baseline_fails_in_ci_and_says_how_to_record(
+    pytester: pytest.Pytester, suite: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("CI", "true")
     result = pytester.runpytest(*suite)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
             "*llmperf: profile 'mini' on external has no baseline*",
             "*note: no baseline for this profile in *external.yaml*",
-            "*to accept the new numbers: pytest * --llmperf-profile mini --update-baselines*",
+            "*to record this machine's numbers: pytest * --llmperf-profile mini "
+            "--update-baselines*",
         ]
     )
 
