@@ -70,16 +70,18 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[PROFILES] = known
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[SETTINGS] = settings
-    if not settings.active:
-        return
-    from pytest_llmperf import fingerprint, rootdir_guard
-    from pytest_llmperf.ledger import Ledger
+    from pytest_llmperf import rootdir_guard
 
     try:
         rootdir_guard.check(config.invocation_params.args, config.rootpath, config.inipath)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+    config.stash[SETTINGS] = settings
+    if not settings.active:
+        return
+    from pytest_llmperf import fingerprint
+    from pytest_llmperf.ledger import Ledger
+
     config.stash[LEDGER] = Ledger()
     here = fingerprint.this_machine()
     # The fingerprint describes the server's machine only when the server runs here.

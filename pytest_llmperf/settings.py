@@ -175,7 +175,8 @@ def add_options(parser: pytest.Parser) -> None:
     option(
         ["--llmperf-warmups"],
         "llmperf_warmups",
-        "unmeasured warm-up requests before each profile (default 8; 0 disables)",
+        "unmeasured warm-up requests before each profile (default 8, at most the profile's "
+        "prompt count; 0 disables)",
     )
     option(
         ["--llmperf-sharegpt"],

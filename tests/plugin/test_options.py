@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 HELP_OPTIONS = [
@@ -216,3 +218,56 @@ def test_dry_run_of_mindie_shows_the_generated_config(pytester: pytest.Pytester)
     assert '"enablePrefixCache": true' in text
     assert '"modelName": "Qwen/Qwen3-30B-A3B"' in text
     assert '"modelWeightPath": "Qwen/Qwen3-30B-A3B"' in text
+
+
+@pytest.mark.parametrize("option", ["--model", "--llmperf-tokenizer", "--baseline-dir"])
+def test_a_path_value_after_a_space_that_moves_the_rootdir_is_refused_with_the_fix(
+    pytester: pytest.Pytester, tiny_model_dir: Path, option: str
+) -> None:
+    # A project with testpaths, run against a model that lies outside it (an absolute path):
+    # pytest would take the model folder for a test path and "/" for its rootdir.
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["perf"]\n')
+    pytester.mkdir("perf").joinpath("test_perf.py").write_text(
+        "def test_serving(llmperf):\n    llmperf.check()\n"
+    )
+    pytester.makepyfile(test_elsewhere="def test_not_mine():\n    pass\n")
+    result = pytester.runpytest("--engine=vllm", option, str(tiny_model_dir), "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*{option} {tiny_model_dir}: pytest took * for a test path and chose * as its "
+            f"rootdir instead of '{pytester.path}'*Write the value with '=': "
+            f"{option}={tiny_model_dir}*"
+        ]
+    )
+
+
+def test_a_path_value_with_equals_keeps_the_project_configuration(
+    pytester: pytest.Pytester, tiny_model_dir: Path
+) -> None:
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["perf"]\n')
+    pytester.mkdir("perf").joinpath("test_perf.py").write_text(
+        "def test_serving(llmperf):\n    llmperf.check()\n"
+    )
+    pytester.makepyfile(test_elsewhere="def test_not_mine():\n    pass\n")
+    result = pytester.runpytest("--engine=vllm", f"--model={tiny_model_dir}", "--co", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["perf/test_perf.py::test_serving[[]short[]]"])
+    assert "test_not_mine" not in result.stdout.str()
+
+
+def test_a_path_value_inside_the_project_after_a_space_is_harmless(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["perf"]\n')
+    pytester.mkdir("perf").joinpath("test_perf.py").write_text("def test_x():\n    pass\n")
+    pytester.mkdir("tok")
+    result = pytester.runpytest("--engine=vllm", "--llmperf-tokenizer", "tok", "--co", "-q")
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_endpoint_alone_measures_that_endpoint(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_serving(llmperf):\n    llmperf.check()\n")
+    result = pytester.runpytest("--endpoint=http://127.0.0.1:9/v1", "--llmperf-dry-run")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*[[]external[]] nothing is started; requests go to *:9/v1*"])

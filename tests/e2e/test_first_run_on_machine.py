@@ -1,0 +1,101 @@
+"""The Quickstart on a machine unlike the one that recorded the shipped CPU baselines.
+
+The repository's suite runs against a copy of `baselines/cpu/tiny-qwen3/vllm.yaml` whose
+entries claim another machine (only the fingerprint is changed, so this runs the same on any
+machine): the first run records this machine's own numbers and passes, the second is gated
+against them and passes, and a real slowdown in the engine (`--max-num-seqs 1`: one sequence
+at a time, no batching) then fails medium and long as `regressed`. The shipped file is never
+written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_llmperf import fingerprint
+from tests.conftest import VLLM_TEST_ENV, requires_vllm
+
+pytestmark = [pytest.mark.e2e, requires_vllm]
+
+REPO = Path(__file__).resolve().parents[2]
+CPU_BASELINE = REPO / "baselines" / "cpu" / "tiny-qwen3" / "vllm.yaml"
+PROFILES = ("medium", "long")
+
+
+def _another_machine(path: Path) -> None:
+    """Rewrite every entry's fingerprint as a CPU that differs from this one in model and ISA."""
+    document = yaml.safe_load(path.read_text())
+    other_isa = "sse4" if fingerprint.this_machine().isa != "sse4" else "avx"
+    for entry in document["profiles"].values():
+        entry["machine"] = {
+            **entry["machine"],
+            "key": f"cpu-{other_isa}-2c",
+            "cpu": "A CPU that is not this one",
+            "isa": other_isa,
+        }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def _suite(baselines: Path, *extra: str) -> str:
+    environment = {k: v for k, v in os.environ.items() if k != "CI"}  # a person's machine
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "test_serving.py", "--engine=vllm",
+            "--hardware=cpu", f"--llmperf-profile={','.join(PROFILES)}",
+            f"--baseline-dir={baselines}", "-p", "no:cacheprovider", "-rA", *extra,
+        ],
+        cwd=REPO, env={**environment, **VLLM_TEST_ENV}, capture_output=True, text=True,
+        timeout=900, check=False,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode in (0, 1), output
+    return f"exit {done.returncode}\n{output}"
+
+
+def _verdicts(output: str) -> dict[str, str]:
+    """profile -> outcome, from the summary lines (``vllm/medium: ... -> pass (...)``)."""
+    found = re.findall(r"^vllm/(\S+):.* -> ([a-z-]+)", output, re.MULTILINE)
+    return dict(found)
+
+
+def test_first_run_records_this_machine_then_a_real_slowdown_fails(tmp_path: Path) -> None:
+    baselines = tmp_path / "baselines"
+    shipped = baselines / "cpu" / "tiny-qwen3" / "vllm.yaml"
+    shipped.parent.mkdir(parents=True)
+    shipped.write_bytes(CPU_BASELINE.read_bytes())
+    _another_machine(shipped)
+    before = hashlib.sha256(shipped.read_bytes()).hexdigest()
+    here = fingerprint.machine_key(fingerprint.this_machine())
+    own = baselines / here / "tiny-qwen3" / "vllm.yaml"
+
+    first = _suite(baselines)
+    assert first.startswith("exit 0"), first
+    assert "first run on this machine: 2 profile(s)" in first, first
+    assert _verdicts(first) == dict.fromkeys(PROFILES, "recorded"), first
+    recorded = yaml.safe_load(own.read_text())["profiles"]
+    shipped_entries = yaml.safe_load(shipped.read_text())["profiles"]
+    for profile in PROFILES:
+        assert recorded[profile]["machine"]["key"] == here
+        assert recorded[profile]["tolerances"] == shipped_entries[profile]["tolerances"]
+
+    again = _suite(baselines)
+    assert again.startswith("exit 0"), again
+    assert _verdicts(again) == dict.fromkeys(PROFILES, "pass"), again
+    assert "first run" not in again
+
+    slowed = _suite(baselines, "--engine-args=--max-num-seqs 1")
+    assert slowed.startswith("exit 1"), slowed
+    assert _verdicts(slowed) == dict.fromkeys(PROFILES, "regressed"), slowed
+    for profile in PROFILES:
+        assert f"llmperf: profile '{profile}' on vllm regressed" in slowed
+    assert "confirmed: a rerun measured the regression again" in slowed
+    assert "to accept the new numbers: pytest test_serving.py --engine=vllm" in slowed
+    assert hashlib.sha256(shipped.read_bytes()).hexdigest() == before
