@@ -40,6 +40,7 @@ class GateRequest:
     # A profile with no comparable baseline for this machine: "record" it and pass (a first
     # run outside CI), or "fail" and say how to record it (CI).
     first_run: str = "fail"
+    hardware_detected: bool = False  # no --hardware: ``hardware`` is this machine's family
 
     @property
     def machine_key(self) -> str:
@@ -77,6 +78,7 @@ def _placement(request: GateRequest) -> placement.Placement:
         request.machine_key,
         _model_key(request.target),
         request.target.engine,
+        detected=request.hardware_detected,
     )
 
 
@@ -134,7 +136,7 @@ def run_gate(
     # Read the baseline before measuring: a malformed file fails the test at once, not
     # after minutes of load whose numbers could not be compared or recorded anyway.
     variant = _variant_key(request.target)
-    found = placement.find(places, request.profile.name, variant)
+    found = placement.find(places, request.profile.name, variant, request.machine)
     entry, path = found.entry, found.path
     runs = measure_round()
     center, spread = summarize(runs)

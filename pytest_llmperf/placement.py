@@ -21,6 +21,7 @@ from pytest_llmperf import baseline, fingerprint
 class Placement:
     named: Path  # the file of the hardware key the run uses
     own: Path  # the file of this machine's own key (== named when the keys agree)
+    write_own: bool = False  # the key was detected, not named: this machine writes its own
 
     @property
     def distinct(self) -> bool:
@@ -35,20 +36,37 @@ class Found:
     path: Path
 
 
-def place(root: Path, hardware: str, machine_key: str, model: str, engine: str) -> Placement:
+def place(
+    root: Path, hardware: str, machine_key: str, model: str, engine: str, *, detected: bool
+) -> Placement:
     return Placement(
         named=baseline.baseline_path(root, hardware, model, engine),
         own=baseline.baseline_path(root, machine_key, model, engine),
+        write_own=detected,
     )
 
 
-def find(placement: Placement, profile: str, variant: str | None) -> Found:
-    """This machine's own entry when it has one, else the named file's (possibly None)."""
-    if placement.distinct:
-        own = baseline.load_entry(placement.own, profile, variant)
-        if own is not None:
-            return Found(own, placement.own)
-    return Found(baseline.load_entry(placement.named, profile, variant), placement.named)
+def find(
+    placement: Placement, profile: str, variant: str | None, machine: fingerprint.Fingerprint | None
+) -> Found:
+    """This machine's own entry when it has one of this machine, else the named file's, else
+    whatever entry there is (another machine's: the run reports that)."""
+    named = baseline.load_entry(placement.named, profile, variant)
+    if not placement.distinct:
+        return Found(named, placement.named)
+    own = baseline.load_entry(placement.own, profile, variant)
+    if own is not None and (named is None or _of(own, machine)):
+        return Found(own, placement.own)
+    return Found(named, placement.named)
+
+
+def _of(entry: baseline.BaselineEntry, machine: fingerprint.Fingerprint | None) -> bool:
+    """The entry was measured on a machine like this one (or does not say)."""
+    return (
+        entry.machine is None
+        or machine is None
+        or not fingerprint.differences(entry.machine, machine)
+    )
 
 
 def others_in(path: Path, machine: fingerprint.Fingerprint) -> list[dict[str, Any]]:
@@ -57,10 +75,19 @@ def others_in(path: Path, machine: fingerprint.Fingerprint) -> list[dict[str, An
 
 
 def destination(placement: Placement, machine: fingerprint.Fingerprint | None) -> Path | None:
-    """Where this machine's numbers go; ``None`` when the only candidate holds another
-    machine's entries (the two share a key: the user must name another one)."""
+    """Where this machine's numbers go; ``None`` when every candidate holds another
+    machine's entries (two machines share a key: the user must name another one)."""
     if machine is None:
         return placement.named
-    if placement.distinct and (placement.own.exists() or others_in(placement.named, machine)):
-        return None if others_in(placement.own, machine) else placement.own
-    return None if others_in(placement.named, machine) else placement.named
+
+    def usable(path: Path) -> bool:
+        return not others_in(path, machine)
+
+    if not placement.distinct:
+        return placement.named if usable(placement.named) else None
+    if placement.own.exists() and usable(placement.own):
+        return placement.own  # this machine's own file: reads and writes stay together
+    order = [placement.own, placement.named]
+    if not placement.write_own and usable(placement.named):
+        order.reverse()
+    return next((path for path in order if usable(path)), None)

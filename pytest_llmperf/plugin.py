@@ -79,14 +79,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS] = settings
     if not settings.active:
         return
-    from pytest_llmperf import fingerprint
+    from pytest_llmperf import fingerprint, hardware
     from pytest_llmperf.ledger import Ledger
 
     config.stash[LEDGER] = Ledger()
     here = fingerprint.this_machine()
     # The fingerprint describes the server's machine only when the server runs here.
     config.stash[MACHINE] = here if _serves_here(settings) else None
-    config.stash[HARDWARE] = settings.hardware or fingerprint.machine_key(here)
+    # Without --hardware, baselines are read from this machine's own key folder, then from its
+    # family's (where shipped baselines live); its own numbers go to its own folder.
+    config.stash[HARDWARE] = settings.hardware or hardware.family(fingerprint.machine_key(here))
     if hasattr(config, "workerinput"):
         return  # xdist workers inherit the controller's signal handling
     if sys.platform != "win32" and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
@@ -340,6 +342,7 @@ class LLMPerf:
             nodeid=self._request.node.nodeid,
             machine=self._request.config.stash[MACHINE],
             first_run=settings.first_run,
+            hardware_detected=settings.hardware is None,
         )
 
     def scaled(self, profile: WorkloadProfile) -> WorkloadProfile:

@@ -228,3 +228,55 @@ def test_other_gpu_is_machine_changed_and_every_report_shows_both_machines(
     for text in (summary.read_text(), page.read_text()):
         assert measured_on in text
         assert recorded_on in text
+
+
+def test_without_hardware_the_family_folder_is_read_and_the_own_folder_written(
+    pytester: pytest.Pytester, args: list[str], on_machine: Any, tiny_model_dir: Path
+) -> None:
+    family = _file(pytester, "cpu", tiny_model_dir)
+    on_machine(cpu_probe(AMX))
+    _record_wide(pytester, args, family)  # shipped under --hardware=cpu
+    before = family.read_bytes()
+    detected = [arg for arg in args if arg != "--hardware=cpu"]
+
+    pytester.runpytest(*detected).assert_outcomes(passed=1)
+    assert _result(pytester)["outcome"] == "pass"
+    assert _result(pytester)["baseline_file"] == str(family)
+
+    on_machine(cpu_probe(AVX_ONLY))
+    pytester.runpytest(*detected).assert_outcomes(passed=1)
+    assert _result(pytester)["outcome"] == "recorded"
+    assert _result(pytester)["baseline_file"] == str(_file(pytester, "cpu-avx-2c", tiny_model_dir))
+    assert family.read_bytes() == before
+
+
+def test_two_machines_under_one_named_key_write_nothing_until_given_keys_of_their_own(
+    pytester: pytest.Pytester, args: list[str], on_machine: Any, tiny_model_dir: Path
+) -> None:
+    # Two AVX-only CPUs of different models share the machine key cpu-avx-2c; the user names
+    # that key, so both would write the same file.
+    shared = [arg.replace("--hardware=cpu", "--hardware=cpu-avx-2c") for arg in args]
+    path = _file(pytester, "cpu-avx-2c", tiny_model_dir)
+    on_machine(cpu_probe(AVX_ONLY))
+    _record_wide(pytester, shared, path)
+    before = path.read_bytes()
+
+    on_machine(cpu_probe(AVX_ONLY.replace("AMD EPYC 7B13", "Intel(R) Core(TM) i7-2600")))
+    refused = pytester.runpytest(*shared, "--update-baselines")
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(
+        [
+            "*CPU model: AMD EPYC 7B13 recorded, Intel(R) Core(TM) i7-2600 here*",
+            "*holds another machine's entries under the key this machine would use "
+            "(cpu-avx-2c); nothing was written*--hardware=cpu-avx-2c-<name> --update-baselines*",
+        ]
+    )
+    assert path.read_bytes() == before
+
+    own_key = [arg.replace("--hardware=cpu", "--hardware=cpu-avx-2c-desk") for arg in args]
+    pytester.runpytest(*own_key, "--update-baselines").assert_outcomes(passed=1)
+    pytester.runpytest(*own_key).assert_outcomes(passed=1)
+    assert _result(pytester)["baseline_file"] == str(
+        _file(pytester, "cpu-avx-2c-desk", tiny_model_dir)
+    )
+    assert path.read_bytes() == before
