@@ -27,7 +27,9 @@ lets all planes share one port. Both planes listen on the plugin's host: MindIE 
 on loopback when bound to another address.
 
 After a requested stop the daemon SIGTERMs and SIGKILLs its own process group and then calls
-``abort()``, so -6/134 is a normal end (and the plugin must run it in a session of its own).
+``abort()``, so -6/134 is a normal end (and the plugin must run it in a process group of its
+own). It calls ``setpgrp()`` first and exits with 255 if that fails, so it must not be started as
+a session leader (``server.py`` starts engines in a new process group, not a new session).
 """
 
 from __future__ import annotations
