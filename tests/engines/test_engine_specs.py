@@ -194,6 +194,32 @@ def test_mindie_names_memory_and_prefix_switches(tmp_path: Path) -> None:
     assert config["BackendConfig"]["ScheduleConfig"]["enablePrefixCache"] is False  # last wins
 
 
+def test_mindie_server_config_has_the_keys_mindie_cannot_start_without(tmp_path: Path) -> None:
+    # inferMode is compulsory; distDPServerEnabled is read unchecked (GPUStack's values).
+    config, plan = mindie_plan(tmp_path)
+    assert config["ServerConfig"]["inferMode"] == "standard"
+    assert config["ServerConfig"]["distDPServerEnabled"] is False
+    assert plan.env["MIES_SERVICE_MONITOR_MODE"] == "1"  # MindIE serves no metrics without it
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("/models/Qwen3-30B-A3B", "Qwen3-30B-A3B"),
+        ("/models/Qwen3-30B-A3B/", "Qwen3-30B-A3B"),
+        ("Qwen/Qwen3-32B", "Qwen3-32B"),
+        ("tiny_qwen3.v2", "tiny_qwen3.v2"),
+    ],
+)
+def test_mindie_model_name_is_a_plain_name_by_default(model: str, name: str) -> None:
+    # MindIE refuses a modelName with "/": the default is the model's last path part.
+    plan = get_engine("mindie").plan(LaunchRequest(model=model, port=8000, config_dir=Path("c")))
+    config = json.loads(next(iter(plan.files.values())))
+    model_config = config["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+    assert model_config["modelName"] == name
+    assert model_config["modelWeightPath"] == model
+
+
 def test_mindie_ports_and_urls(tmp_path: Path) -> None:
     config, plan = mindie_plan(tmp_path, port=8000)
     server = config["ServerConfig"]
@@ -215,6 +241,10 @@ def test_mindie_ports_and_urls(tmp_path: Path) -> None:
         (("--npu-memory-fraction", "1.5"), "needs a fraction in (0, 1]"),
         (("--management-port", "8000"), "must differ from the serving port"),
         (("--enable-prefix-caching=yes",), "is not understood"),
+        (("--management-port", "80"), "MindIE accepts ports 1024-65535 only"),
+        (("--management-port", "70000"), "MindIE accepts ports 1024-65535 only"),
+        (("--served-model-name", "org/model"), "name it with the engine argument"),
+        (("--served-model-name", "-model"), "starting and ending with a letter or digit"),
     ],
 )
 def test_mindie_refuses_what_it_cannot_translate(
@@ -223,6 +253,11 @@ def test_mindie_refuses_what_it_cannot_translate(
     with pytest.raises(ConfigError) as error:
         mindie_plan(tmp_path, *args)
     assert words in str(error.value)
+
+
+def test_mindie_refuses_a_serving_port_below_1024(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="serving port 80: MindIE accepts ports 1024-65535"):
+        mindie_plan(tmp_path, port=80)
 
 
 def test_mindie_needs_a_config_dir() -> None:

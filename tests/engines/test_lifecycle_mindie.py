@@ -38,6 +38,9 @@ def test_ready_on_the_management_port_and_abort_after_stop_is_normal(standins) -
         # setpgrp() first, which fails (exit 255) in a session leader: it must not be one.
         assert started["pid"] == server.pid == started["pgid"] != started["sid"]
         assert started["pgid"] != os.getpgrp()
+        assert started["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0][
+            "modelName"
+        ] == "Qwen3-32B"  # a plain name, not the hub id with its "/"
         # The business port has no health route; the management port has.
         business_health = httpx.get(server.base_url + "/health", trust_env=False)
         assert business_health.status_code == 404
@@ -45,6 +48,8 @@ def test_ready_on_the_management_port_and_abort_after_stop_is_normal(standins) -
         assert text.split() == ["t0", "t1", "t2"]
         assert usage["completion_tokens"] == 3  # on the final chunk, as MindIE sends it
         assert server.version() is None
+        metrics = httpx.get(f"http://127.0.0.1:{management_port}/metrics", trust_env=False)
+        assert metrics.status_code == 200  # only with MIES_SERVICE_MONITOR_MODE=1
         recorded = standins.wait_for_pids(3)  # daemon, backend, backend worker
         assert len(recorded) == 3
     assert server.exit_code == -signal.SIGABRT
