@@ -8,6 +8,7 @@ repeated profile is not served from cache.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import socket
 import time
@@ -19,7 +20,7 @@ from typing import Any
 import httpx
 
 from pytest_llmperf.engines import LaunchRequest, get_engine
-from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
+from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, ResetAnswer
 from pytest_llmperf.errors import ConfigError, EngineStartError
 from pytest_llmperf.models import RequestRecord, SampleRequest
 from pytest_llmperf.profiles import WorkloadProfile
@@ -32,7 +33,9 @@ EMBEDDED_ENGINE_ARGS = ("--served-model-name", EMBEDDED_SERVED_NAME, "--max-mode
 EMBEDDED_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 # Only in dev mode does vLLM offer POST /reset_prefix_cache, which repeats of a profile need.
 VLLM_DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
-CACHE_RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
+# A reset refused because blocks are still held (the warm-up's last requests finishing) is
+# tried again after these pauses, in seconds.
+RESET_RETRY_PAUSES = (0.25, 0.5, 1.0, 2.0, 2.0)
 STANDARD_SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
 
 
@@ -129,13 +132,7 @@ def plan_launch(
         if settings.model is None:
             extra_env.update(EMBEDDED_ENV)
     if extra_env:
-        plan = LaunchPlan(
-            argv=plan.argv,
-            base_url=plan.base_url,
-            health_url=plan.health_url,
-            env={**extra_env, **plan.env},
-            files=plan.files,
-        )
+        plan = dataclasses.replace(plan, env={**extra_env, **plan.env})
     return spec, plan, model
 
 
@@ -289,24 +286,47 @@ class Measurement:
 
 
 def reset_prefix_cache(target: Target, headers: dict[str, str]) -> str | None:
-    """Empty the engine's prefix cache; returns a note when that was not possible."""
-    path = CACHE_RESET_PATHS.get(target.spec.name)
-    if path is None:
+    """Empty the engine's prefix cache as its spec says; a note when that is not certain."""
+    spec = target.spec
+    if spec.cache_reset is None:
+        return f"prefix cache not reset: {spec.no_cache_reset}"
+    with httpx.Client(
+        base_url=target.base_url, headers=headers, timeout=30.0, trust_env=False
+    ) as client:
+
+        def fetch(path: str) -> tuple[int, str]:
+            response = client.get(path)
+            return response.status_code, response.text
+
+        try:
+            paths = spec.cache_reset_paths(fetch)
+            if not paths:
+                return "prefix cache not reset: the server listed nothing to reset"
+            notes = [_reset_one(client, spec, path) for path in paths]
+        except httpx.HTTPError as exc:
+            return f"prefix cache not reset ({type(exc).__name__})"
+    return next((note for note in notes if note), None)
+
+
+def _reset_one(client: httpx.Client, spec: EngineSpec, path: str) -> str | None:
+    """One reset request, tried again while the engine says blocks are still held."""
+    assert spec.cache_reset is not None
+    method = spec.cache_reset.method
+    for pause in (*RESET_RETRY_PAUSES, None):
+        response = client.request(method, path)
+        answer = spec.reset_answer(response.status_code, response.text)
+        if answer is not ResetAnswer.BUSY or pause is None:
+            break
+        time.sleep(pause)
+    said = f"{method} {path} answered {response.status_code}"
+    if answer is ResetAnswer.DONE:
         return None
-    try:
-        response = httpx.post(
-            target.base_url + path, headers=headers, timeout=30.0, trust_env=False
-        )
-    except httpx.HTTPError as exc:
-        return f"prefix cache not reset ({type(exc).__name__})"
-    if response.status_code >= 400:
-        hint = (
-            " (vLLM offers it only with VLLM_SERVER_DEV_MODE=1)"
-            if path.startswith("/reset")
-            else ""
-        )
-        return f"prefix cache not reset: POST {path} answered {response.status_code}{hint}"
-    return None
+    if answer is ResetAnswer.UNCONFIRMED:
+        return f"prefix cache reset unconfirmed: {said} without saying whether it worked"
+    if answer is ResetAnswer.BUSY:
+        tries = len(RESET_RETRY_PAUSES) + 1
+        return f"prefix cache not reset: {said} (blocks still held) {tries} times"
+    return f"prefix cache not reset: {said}{spec.cache_reset.unavailable_hint}"
 
 
 class Workloads:

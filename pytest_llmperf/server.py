@@ -169,6 +169,8 @@ class EngineServer:
                 f"{self.spec.display_name} cannot serve at {self.plan.base_url}: {taken}; "
                 f"stop it or run again (the plugin picks a free port each time)"
             )
+        for folder in self.plan.directories:
+            folder.mkdir(parents=True, exist_ok=True)
         for path, content in self.plan.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)

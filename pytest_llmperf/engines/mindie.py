@@ -310,6 +310,7 @@ class MindIEEngine(EngineSpec):
         -int(signal.SIGABRT),
         128 + int(signal.SIGABRT),
     }
+    no_cache_reset: ClassVar[str] = "MindIE has no reset route"
     # Only max_tokens; ignore_eos works, min_tokens does not exist.
     quirks: ClassVar[RequestQuirks] = RequestQuirks(
         chat_max_tokens_field="max_tokens", supports_ignore_eos=True, supports_min_tokens=False

@@ -19,6 +19,9 @@ class TensorRTLLMEngine(EngineSpec):
     health_path = "/health"
     ready_log_line = "Application startup complete."
     version_path: ClassVar[str | None] = "/version"
+    no_cache_reset: ClassVar[str] = (
+        "TensorRT-LLM has no reset route, and it reuses KV blocks by default"
+    )
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable or DEFAULT_EXECUTABLE

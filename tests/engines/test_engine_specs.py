@@ -118,6 +118,18 @@ def test_health_urls() -> None:
     assert get_engine("sglang").health_path == "/health"
 
 
+def test_llamacpp_gets_a_slot_save_path_so_that_slots_can_be_erased(tmp_path: Path) -> None:
+    spec = get_engine("llamacpp")
+    plan = spec.plan(LaunchRequest(model="M", port=1, config_dir=tmp_path))
+    folder = tmp_path / "slots"
+    assert plan.argv[3:5] == ("--slot-save-path", str(folder))
+    assert plan.directories == (folder,)  # llama-server wants an existing folder
+    own = ("--slot-save-path=/kv",)
+    plan = spec.plan(LaunchRequest(model="M", port=1, config_dir=tmp_path, engine_args=own))
+    assert plan.argv.count("--slot-save-path") == 0
+    assert plan.directories == ()
+
+
 def test_llamacpp_loading_answer_is_not_ready() -> None:
     spec = get_engine("llamacpp")
     loading = '{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}'
