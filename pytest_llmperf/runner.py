@@ -227,25 +227,7 @@ class EngineSession:
         if not settings.endpoint:
             raise ConfigError("--engine=external needs --endpoint URL of the running server")
         base = settings.endpoint.removesuffix("/v1")
-        deadline = time.monotonic() + min(settings.startup_timeout, 60.0)
-        problem = ""
-        while time.monotonic() < deadline:
-            try:
-                response = httpx.get(
-                    f"{base}/v1/models", headers=self.headers, timeout=10.0, trust_env=False
-                )
-                # Any answer but a server error means something serves there; the model
-                # list is optional (the name then comes from --model).
-                if response.status_code < 500:
-                    break
-                problem = f"GET {base}/v1/models answered {response.status_code}"
-            except (httpx.HTTPError, OSError) as exc:
-                # OSError too: a connection refused must read as "not serving" even where
-                # httpx did not get to translate the transport's own exception.
-                problem = f"{base}: {type(exc).__name__}"
-            time.sleep(0.5)
-        else:
-            raise EngineStartError(f"--endpoint {base} is not serving ({problem})")
+        self._wait_serving(spec, base, min(settings.startup_timeout, 60.0))
         model = settings.model or listed_model_root(base, self.headers)
         if model is None:
             resolve_model(settings, "external")  # raises: says --model is needed
@@ -266,9 +248,42 @@ class EngineSession:
         )
         return self.target
 
+    def _wait_serving(self, spec: EngineSpec, base: str, timeout: float) -> None:
+        """Wait until the running server at ``base`` serves; ``EngineStartError`` if it
+        does not within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with httpx.Client(headers=self.headers, timeout=10.0, trust_env=False) as client:
+            while True:
+                try:
+                    problem = _endpoint_problem(client, spec, base)
+                except (httpx.HTTPError, OSError) as exc:
+                    # OSError too: a connection refused must read as "not serving" even where
+                    # httpx did not get to translate the transport's own exception.
+                    problem = f"{base}: {type(exc).__name__}"
+                if problem is None:
+                    return
+                if time.monotonic() >= deadline:
+                    raise EngineStartError(f"--endpoint {base} is not serving ({problem})")
+                time.sleep(0.5)
+
     def stop(self) -> None:
         if self.target is not None and self.target.server is not None:
             self.target.server.stop()
+
+
+def _endpoint_problem(client: httpx.Client, spec: EngineSpec, base: str) -> str | None:
+    """None when a running server can be measured, else what it answered."""
+    # Any answer but a server error means something serves there; the model list is
+    # optional (the name then comes from --model).
+    response = client.get(f"{base}/v1/models")
+    if response.status_code >= 500:
+        return f"GET {base}/v1/models answered {response.status_code}"
+    path = spec.endpoint_health_path
+    if path is not None:
+        response = client.get(base + path)
+        if not spec.endpoint_is_ready(response.status_code):
+            return f"GET {base}{path} answered {response.status_code}"
+    return None
 
 
 # -- measuring -------------------------------------------------------------------------------

@@ -99,9 +99,17 @@ class EngineSpec:
     # has no way, and then no_cache_reset says why (it goes into the result's notes).
     cache_reset: ClassVar[CacheReset | None] = None
     no_cache_reset: ClassVar[str] = "the engine offers no way to reset it"
+    # A server that runs already (--endpoint) is ready once /v1/models answers and this path
+    # stops answering 5xx: llama-server answers /v1/models while it still loads the model and
+    # SGLang while it warms up, both 503 on /health meanwhile. A 404 means no such route.
+    endpoint_health_path: ClassVar[str | None] = "/health"
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         raise NotImplementedError
+
+    def endpoint_is_ready(self, status_code: int) -> bool:
+        """Whether the answer at ``endpoint_health_path`` lets a running server be measured."""
+        return status_code < 500
 
     def cache_reset_paths(self, fetch: Fetch) -> list[str]:
         """Where to send the reset (``fetch`` may ask the server, e.g. for its slots)."""
