@@ -235,7 +235,7 @@ class EngineSession:
         name = settings.served_model_name or served_model_name(base, model, self.headers)
         # An external server's kind is unknown; most OpenAI-compatible servers that report a
         # version do it at vLLM's path, so that is the guess when the spec names none.
-        version = engine_version(spec, base, self.headers, spec.version_path or "/version")
+        version = engine_version(spec, base, self.headers, spec.version_paths or ("/version",))
         self.target = Target(
             engine=self.engine,
             spec=spec,

@@ -62,21 +62,26 @@ def descendants(root: int) -> set[int]:
 
 
 def engine_version(
-    spec: EngineSpec, base_url: str, headers: dict[str, str] | None = None, path: str | None = None
+    spec: EngineSpec,
+    base_url: str,
+    headers: dict[str, str] | None = None,
+    paths: tuple[str, ...] | None = None,
 ) -> str | None:
-    """The version the server at ``base_url`` reports at ``path`` (default: the spec's), or None.
+    """The version the server at ``base_url`` reports at the first of ``paths`` (default: the
+    spec's) that gives one, or None.
 
     Sent with the run's credentials: a gateway in front of the engine may guard every path.
     Any failure gives None, because the version labels reports and is no reason to fail a run.
     """
-    path = path or spec.version_path
-    if not path:
-        return None
-    try:
-        response = httpx.get(base_url + path, headers=headers, timeout=5.0, trust_env=False)
-    except (httpx.HTTPError, OSError):
-        return None
-    return spec.parse_version(response.text) if response.status_code == 200 else None
+    for path in spec.version_paths if paths is None else paths:
+        try:
+            response = httpx.get(base_url + path, headers=headers, timeout=5.0, trust_env=False)
+        except (httpx.HTTPError, OSError):
+            continue
+        version = spec.parse_version(response.text) if response.status_code == 200 else None
+        if version:
+            return version
+    return None
 
 
 def port_taken(url: str) -> str | None:

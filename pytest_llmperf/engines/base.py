@@ -92,8 +92,8 @@ class EngineSpec:
     ready_log_line: ClassVar[str | None] = None
     normal_stop_codes: ClassVar[frozenset[int]] = COMMON_NORMAL_STOP_CODES
     quirks: ClassVar[RequestQuirks] = RequestQuirks()
-    # Path of a server endpoint that answers JSON with the engine's version, if there is one.
-    version_path: ClassVar[str | None] = None
+    # Paths of server endpoints that answer JSON with the engine's version, tried in order.
+    version_paths: ClassVar[tuple[str, ...]] = ()
     version_key: ClassVar[str] = "version"  # the JSON key holding it in that answer
     # How to empty the prefix cache between warm-up and measurement; None where the engine
     # has no way, and then no_cache_reset says why (it goes into the result's notes).
@@ -127,7 +127,7 @@ class EngineSpec:
         return status_code == 200
 
     def parse_version(self, body: str) -> str | None:
-        """Read the version from the body that ``version_path`` returned."""
+        """Read the version from the body that one of ``version_paths`` returned."""
         try:
             data = json.loads(body)
         except ValueError:

@@ -47,7 +47,7 @@ class LlamaCppEngine(EngineSpec):
         chat_max_tokens_field="max_tokens", supports_ignore_eos=True, supports_min_tokens=False
     )
     # The base rule (only 200 is ready) already treats 503 "Loading model" as not ready.
-    version_path: ClassVar[str | None] = "/props"
+    version_paths: ClassVar[tuple[str, ...]] = ("/props",)
     version_key: ClassVar[str] = "build_info"  # a build (b6123-abcdef0), not a semver
     cache_reset: ClassVar[CacheReset | None] = CacheReset(
         "POST",

@@ -38,7 +38,8 @@ class SGLangEngine(EngineSpec):
         -int(signal.SIGKILL),
         128 + int(signal.SIGKILL),
     }
-    version_path: ClassVar[str | None] = "/get_server_info"
+    # Later releases keep /get_server_info only as a deprecated alias of /server_info.
+    version_paths: ClassVar[tuple[str, ...]] = ("/server_info", "/get_server_info")
     cache_reset: ClassVar[CacheReset | None] = CacheReset("POST", "/flush_cache")
 
     def reset_answer(self, status_code: int, body: str) -> ResetAnswer:

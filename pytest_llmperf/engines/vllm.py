@@ -39,7 +39,7 @@ class VLLMEngine(EngineSpec):
     display_name = "vLLM"
     health_path = "/health"
     ready_log_line = "Application startup complete."
-    version_path: ClassVar[str | None] = "/version"
+    version_paths: ClassVar[tuple[str, ...]] = ("/version",)
     cache_reset: ClassVar[CacheReset | None] = CacheReset(
         "POST",
         "/reset_prefix_cache",

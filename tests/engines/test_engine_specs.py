@@ -55,29 +55,34 @@ def test_normal_stop_codes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("engine", "path", "body", "version"),
+    ("engine", "paths", "body", "version"),
     [
-        ("vllm", "/version", '{"version": "0.32.0"}', "0.32.0"),
-        ("sglang", "/get_server_info", '{"version": "0.5.5.post1", "tp_size": 1}', "0.5.5.post1"),
-        ("trtllm", "/version", '{"version": "1.2.0rc1"}', "1.2.0rc1"),
+        ("vllm", ("/version",), '{"version": "0.32.0"}', "0.32.0"),
+        (
+            "sglang",
+            ("/server_info", "/get_server_info"),  # the second is a deprecated alias
+            '{"version": "0.5.5.post1", "tp_size": 1}',
+            "0.5.5.post1",
+        ),
+        ("trtllm", ("/version",), '{"version": "1.2.0rc1"}', "1.2.0rc1"),
         (
             "llamacpp",
-            "/props",
+            ("/props",),
             '{"build_info": "b6123-abcdef0", "total_slots": 4}',
             "b6123-abcdef0",
         ),
     ],
 )
-def test_version_probe(engine: str, path: str, body: str, version: str) -> None:
+def test_version_probe(engine: str, paths: tuple[str, ...], body: str, version: str) -> None:
     spec = get_engine(engine)
-    assert spec.version_path == path
+    assert spec.version_paths == paths
     assert spec.parse_version(body) == version
     assert spec.parse_version("not json") is None
 
 
 def test_no_version_probe_where_the_server_has_none() -> None:
-    assert get_engine("mindie").version_path is None
-    assert get_engine("external").version_path is None
+    assert get_engine("mindie").version_paths == ()
+    assert get_engine("external").version_paths == ()
 
 
 @pytest.mark.parametrize("engine", ["sglang", "trtllm", "llamacpp", "vllm"])

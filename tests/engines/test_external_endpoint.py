@@ -27,8 +27,8 @@ def test_external_plan_reaches_a_running_server(standins) -> None:
 def test_a_running_server_of_a_named_engine_reports_its_version_at_that_engines_path(
     standins, tmp_path: Path
 ) -> None:
-    # SGLang reports its version at /get_server_info, not at vLLM's /version: connecting to
-    # a running SGLang must ask there, as starting one does.
+    # SGLang reports its version at /server_info (/get_server_info in older releases), not at
+    # vLLM's /version: connecting to a running SGLang must ask there, as starting one does.
     standins.steer(load_s=0.1)
     with standins.server("sglang") as running:
         settings = Settings(engines=("sglang",), endpoint=running.base_url + "/v1", model="M")

@@ -41,6 +41,8 @@ def test_ready_only_when_health_answers_after_warm_up(standins) -> None:
     assert text.split() == ["t0", "t1", "t2", "t3"]
     assert usage["completion_tokens"] == 4
     assert server.version() == "0.5.5.post1"
+    asked = [r for r in standins.requests() if "server_info" in r]
+    assert asked == ["GET /server_info"]  # not the deprecated /get_server_info
 
     recorded = standins.wait_for_pids(3)  # launcher, detokenizer, re-parented scheduler
     assert len(recorded) == 3
