@@ -38,9 +38,8 @@ def test_ready_on_the_management_port_and_abort_after_stop_is_normal(standins) -
         # setpgrp() first, which fails (exit 255) in a session leader: it must not be one.
         assert started["pid"] == server.pid == started["pgid"] != started["sid"]
         assert started["pgid"] != os.getpgrp()
-        assert started["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0][
-            "modelName"
-        ] == "Qwen3-32B"  # a plain name, not the hub id with its "/"
+        model_config = started["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+        assert model_config["modelName"] == "Qwen3-32B"  # a plain name, not the hub id's "/"
         # The business port has no health route; the management port has.
         business_health = httpx.get(server.base_url + "/health", trust_env=False)
         assert business_health.status_code == 404

@@ -13,7 +13,8 @@ Run it on its own (``python tests/support/stream_server.py --port 0 --gap-ms 20`
 
 A request body may steer one request (the load generator's ``extra_body`` puts these keys in):
 ``x_mode`` (``ok``, ``http500``, ``cut``, ``bad_json``, ``stall``, ``no_usage``,
-``usage_last`` (usage on the last token chunk, no usage chunk), ``ping``, ``split``, ``empty``), ``x_chunks``, ``x_ttft_ms``, ``x_gap_ms``, ``x_gap_max_ms``,
+``usage_last`` (usage on the last token chunk, no usage chunk), ``ping``, ``split``,
+``empty``), ``x_chunks``, ``x_ttft_ms``, ``x_gap_ms``, ``x_gap_max_ms``,
 ``x_tokens_per_chunk``.
 """
 
