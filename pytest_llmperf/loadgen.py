@@ -5,6 +5,9 @@ concurrency cap, ``start_time`` read after the cap admits a request and before t
 token chunk being any SSE event whose ``choices`` list is non-empty (so the chat role chunk
 is the first token), TTFT at the first token chunk, one ITL sample per later token chunk,
 latency ending at the last token chunk, and token counts from the trailing usage chunk.
+Unlike vLLM's client, usage is also read from a chunk that carries choices (MindIE and older
+llama-server builds send it with the last token, MindIE whatever ``stream_options`` says);
+the last usage seen wins.
 
 Where it deliberately differs, each without effect on vLLM-shaped streams except as noted:
 
@@ -311,6 +314,15 @@ class _Runner:
                             raise ValueError
                     except ValueError:
                         event = _parse_event(data)
+                    # Usage may ride on any chunk (MindIE and older llama-server builds send
+                    # it with the last token, vLLM's continuous stats on every one): the last
+                    # one seen wins.
+                    usage = event.get("usage")
+                    if usage:
+                        stream.output_tokens = usage.get("completion_tokens")
+                        prompt_tokens = usage.get("prompt_tokens")
+                        if prompt_tokens is not None:
+                            stream.prompt_tokens = prompt_tokens
                     choices = event.get("choices")
                     if choices:
                         if chunks:
@@ -321,15 +333,8 @@ class _Runner:
                         chunks += 1
                         if text is not None:
                             text.append(_chunk_text(choices, chat))
-                    else:
-                        usage = event.get("usage")
-                        if usage:
-                            stream.output_tokens = usage.get("completion_tokens")
-                            prompt_tokens = usage.get("prompt_tokens")
-                            if prompt_tokens is not None:
-                                stream.prompt_tokens = prompt_tokens
-                        elif "error" in event:
-                            raise StreamError(_error_event_message(event["error"]))
+                    elif not usage and "error" in event:
+                        raise StreamError(_error_event_message(event["error"]))
         finally:
             stream.last = last
             stream.chunks = chunks

@@ -8,6 +8,7 @@ repeated profile is not served from cache.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import socket
 import time
@@ -19,7 +20,7 @@ from typing import Any
 import httpx
 
 from pytest_llmperf.engines import LaunchRequest, get_engine
-from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
+from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, ResetAnswer
 from pytest_llmperf.errors import ConfigError, EngineStartError
 from pytest_llmperf.models import RequestRecord, SampleRequest
 from pytest_llmperf.profiles import WorkloadProfile
@@ -32,7 +33,9 @@ EMBEDDED_ENGINE_ARGS = ("--served-model-name", EMBEDDED_SERVED_NAME, "--max-mode
 EMBEDDED_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 # Only in dev mode does vLLM offer POST /reset_prefix_cache, which repeats of a profile need.
 VLLM_DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
-CACHE_RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
+# A reset refused because blocks are still held (the warm-up's last requests finishing) is
+# tried again after these pauses, in seconds.
+RESET_RETRY_PAUSES = (0.25, 0.5, 1.0, 2.0, 2.0)
 STANDARD_SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
 
 
@@ -129,13 +132,7 @@ def plan_launch(
         if settings.model is None:
             extra_env.update(EMBEDDED_ENV)
     if extra_env:
-        plan = LaunchPlan(
-            argv=plan.argv,
-            base_url=plan.base_url,
-            health_url=plan.health_url,
-            env={**extra_env, **plan.env},
-            files=plan.files,
-        )
+        plan = dataclasses.replace(plan, env={**extra_env, **plan.env})
     return spec, plan, model
 
 
@@ -230,25 +227,7 @@ class EngineSession:
         if not settings.endpoint:
             raise ConfigError("--engine=external needs --endpoint URL of the running server")
         base = settings.endpoint.removesuffix("/v1")
-        deadline = time.monotonic() + min(settings.startup_timeout, 60.0)
-        problem = ""
-        while time.monotonic() < deadline:
-            try:
-                response = httpx.get(
-                    f"{base}/v1/models", headers=self.headers, timeout=10.0, trust_env=False
-                )
-                # Any answer but a server error means something serves there; the model
-                # list is optional (the name then comes from --model).
-                if response.status_code < 500:
-                    break
-                problem = f"GET {base}/v1/models answered {response.status_code}"
-            except (httpx.HTTPError, OSError) as exc:
-                # OSError too: a connection refused must read as "not serving" even where
-                # httpx did not get to translate the transport's own exception.
-                problem = f"{base}: {type(exc).__name__}"
-            time.sleep(0.5)
-        else:
-            raise EngineStartError(f"--endpoint {base} is not serving ({problem})")
+        self._wait_serving(spec, base, min(settings.startup_timeout, 60.0))
         model = settings.model or listed_model_root(base, self.headers)
         if model is None:
             resolve_model(settings, "external")  # raises: says --model is needed
@@ -256,7 +235,7 @@ class EngineSession:
         name = settings.served_model_name or served_model_name(base, model, self.headers)
         # An external server's kind is unknown; most OpenAI-compatible servers that report a
         # version do it at vLLM's path, so that is the guess when the spec names none.
-        version = engine_version(spec, base, self.headers, spec.version_path or "/version")
+        version = engine_version(spec, base, self.headers, spec.version_paths or ("/version",))
         self.target = Target(
             engine=self.engine,
             spec=spec,
@@ -269,9 +248,42 @@ class EngineSession:
         )
         return self.target
 
+    def _wait_serving(self, spec: EngineSpec, base: str, timeout: float) -> None:
+        """Wait until the running server at ``base`` serves; ``EngineStartError`` if it
+        does not within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with httpx.Client(headers=self.headers, timeout=10.0, trust_env=False) as client:
+            while True:
+                try:
+                    problem = _endpoint_problem(client, spec, base)
+                except (httpx.HTTPError, OSError) as exc:
+                    # OSError too: a connection refused must read as "not serving" even where
+                    # httpx did not get to translate the transport's own exception.
+                    problem = f"{base}: {type(exc).__name__}"
+                if problem is None:
+                    return
+                if time.monotonic() >= deadline:
+                    raise EngineStartError(f"--endpoint {base} is not serving ({problem})")
+                time.sleep(0.5)
+
     def stop(self) -> None:
         if self.target is not None and self.target.server is not None:
             self.target.server.stop()
+
+
+def _endpoint_problem(client: httpx.Client, spec: EngineSpec, base: str) -> str | None:
+    """None when a running server can be measured, else what it answered."""
+    # Any answer but a server error means something serves there; the model list is
+    # optional (the name then comes from --model).
+    response = client.get(f"{base}/v1/models")
+    if response.status_code >= 500:
+        return f"GET {base}/v1/models answered {response.status_code}"
+    path = spec.endpoint_health_path
+    if path is not None:
+        response = client.get(base + path)
+        if not spec.endpoint_is_ready(response.status_code):
+            return f"GET {base}{path} answered {response.status_code}"
+    return None
 
 
 # -- measuring -------------------------------------------------------------------------------
@@ -289,24 +301,47 @@ class Measurement:
 
 
 def reset_prefix_cache(target: Target, headers: dict[str, str]) -> str | None:
-    """Empty the engine's prefix cache; returns a note when that was not possible."""
-    path = CACHE_RESET_PATHS.get(target.spec.name)
-    if path is None:
+    """Empty the engine's prefix cache as its spec says; a note when that is not certain."""
+    spec = target.spec
+    if spec.cache_reset is None:
+        return f"prefix cache not reset: {spec.no_cache_reset}"
+    with httpx.Client(
+        base_url=target.base_url, headers=headers, timeout=30.0, trust_env=False
+    ) as client:
+
+        def fetch(path: str) -> tuple[int, str]:
+            response = client.get(path)
+            return response.status_code, response.text
+
+        try:
+            paths = spec.cache_reset_paths(fetch)
+            if not paths:
+                return "prefix cache not reset: the server listed nothing to reset"
+            notes = [_reset_one(client, spec, path) for path in paths]
+        except httpx.HTTPError as exc:
+            return f"prefix cache not reset ({type(exc).__name__})"
+    return next((note for note in notes if note), None)
+
+
+def _reset_one(client: httpx.Client, spec: EngineSpec, path: str) -> str | None:
+    """One reset request, tried again while the engine says blocks are still held."""
+    assert spec.cache_reset is not None
+    method = spec.cache_reset.method
+    for pause in (*RESET_RETRY_PAUSES, None):
+        response = client.request(method, path)
+        answer = spec.reset_answer(response.status_code, response.text)
+        if answer is not ResetAnswer.BUSY or pause is None:
+            break
+        time.sleep(pause)
+    said = f"{method} {path} answered {response.status_code}"
+    if answer is ResetAnswer.DONE:
         return None
-    try:
-        response = httpx.post(
-            target.base_url + path, headers=headers, timeout=30.0, trust_env=False
-        )
-    except httpx.HTTPError as exc:
-        return f"prefix cache not reset ({type(exc).__name__})"
-    if response.status_code >= 400:
-        hint = (
-            " (vLLM offers it only with VLLM_SERVER_DEV_MODE=1)"
-            if path.startswith("/reset")
-            else ""
-        )
-        return f"prefix cache not reset: POST {path} answered {response.status_code}{hint}"
-    return None
+    if answer is ResetAnswer.UNCONFIRMED:
+        return f"prefix cache reset unconfirmed: {said} without saying whether it worked"
+    if answer is ResetAnswer.BUSY:
+        tries = len(RESET_RETRY_PAUSES) + 1
+        return f"prefix cache not reset: {said} (blocks still held) {tries} times"
+    return f"prefix cache not reset: {said}{spec.cache_reset.unavailable_hint}"
 
 
 class Workloads:

@@ -1,9 +1,14 @@
 """EngineServer: start an engine in its own process group, wait until it serves, stop it.
 
 The rules come from how real engines behave: vLLM, SGLang and MindIE start children that must
-die with the parent, so the server runs in a new session and is killed by process group; an
-engine that exits during start-up must fail the run within seconds, not at the timeout; and
-exit codes that follow a stop we asked for are not crashes.
+die with the parent, so the server runs in a process group of its own and is killed by process
+group; an engine that exits during start-up must fail the run within seconds, not at the
+timeout; and exit codes that follow a stop we asked for are not crashes.
+
+A new process group, not a new session: MindIE's daemon calls ``setpgrp()`` first thing and
+exits with 255 when that fails, which it always does in a session leader. As the leader of a
+group (but not of a session) its own ``setpgrp()`` succeeds and changes nothing, and
+``killpg`` reaches the whole engine as before.
 """
 
 from __future__ import annotations
@@ -34,12 +39,13 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM when the process that started us dies.
+    """In the child, before exec: lead a new process group, and get SIGTERM when the process
+    that started us dies.
 
-    A pytest that is SIGKILLed runs no teardown; this makes the engine shut itself down
-    (and vLLM then takes its own children with it) instead of serving on forever.
+    A pytest that is SIGKILLed runs no teardown; the death signal makes the engine shut itself
+    down (and vLLM then takes its own children with it) instead of serving on forever.
     """
-    os.setsid()
+    os.setpgid(0, 0)  # not setsid(): see the module docstring (MindIE)
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -56,21 +62,26 @@ def descendants(root: int) -> set[int]:
 
 
 def engine_version(
-    spec: EngineSpec, base_url: str, headers: dict[str, str] | None = None, path: str | None = None
+    spec: EngineSpec,
+    base_url: str,
+    headers: dict[str, str] | None = None,
+    paths: tuple[str, ...] | None = None,
 ) -> str | None:
-    """The version the server at ``base_url`` reports at ``path`` (default: the spec's), or None.
+    """The version the server at ``base_url`` reports at the first of ``paths`` (default: the
+    spec's) that gives one, or None.
 
     Sent with the run's credentials: a gateway in front of the engine may guard every path.
     Any failure gives None, because the version labels reports and is no reason to fail a run.
     """
-    path = path or spec.version_path
-    if not path:
-        return None
-    try:
-        response = httpx.get(base_url + path, headers=headers, timeout=5.0, trust_env=False)
-    except (httpx.HTTPError, OSError):
-        return None
-    return spec.parse_version(response.text) if response.status_code == 200 else None
+    for path in spec.version_paths if paths is None else paths:
+        try:
+            response = httpx.get(base_url + path, headers=headers, timeout=5.0, trust_env=False)
+        except (httpx.HTTPError, OSError):
+            continue
+        version = spec.parse_version(response.text) if response.status_code == 200 else None
+        if version:
+            return version
+    return None
 
 
 def port_taken(url: str) -> str | None:
@@ -163,6 +174,8 @@ class EngineServer:
                 f"{self.spec.display_name} cannot serve at {self.plan.base_url}: {taken}; "
                 f"stop it or run again (the plugin picks a free port each time)"
             )
+        for folder in self.plan.directories:
+            folder.mkdir(parents=True, exist_ok=True)
         for path, content in self.plan.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)

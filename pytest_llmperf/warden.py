@@ -1,12 +1,12 @@
 """A small watcher process that stops an engine when the process that started it dies.
 
-The engine is started in a session of its own, with a death signal (SIGTERM when its
+The engine is started in a process group of its own, with a death signal (SIGTERM when its
 parent dies). That alone is not enough: an engine may ignore or swallow SIGTERM while it
 starts up (vLLM did, 30 s into loading, and served on after its pytest had been killed).
 The warden does not depend on the engine's good will. It is started next to the engine,
 watches the pytest process, and when that process is gone (SIGKILL, a crash, an OOM kill:
-anything that ran no teardown) it sends SIGTERM to every process of the engine's session
-and to every descendant it saw, waits the grace period, and SIGKILLs what is left.
+anything that ran no teardown) it sends SIGTERM to every process of the engine's process
+group and to every descendant it saw, waits the grace period, and SIGKILLs what is left.
 
 It runs as its own interpreter (``python -I warden.py PARENT ENGINE GRACE``), imports only
 the standard library, and costs a /proc scan a second. On a normal stop the plugin stops
@@ -79,7 +79,7 @@ def descendants_of(root: int, processes: Mapping[int, ProcStat]) -> set[int]:
 
 
 class EngineFamily:
-    """The engine's processes: its session, plus descendants that left it (setsid).
+    """The engine's processes: its process group, plus descendants that left it (setsid).
 
     Each is remembered with its start time, so that a pid the kernel hands to an unrelated
     process later is never signalled.
@@ -91,7 +91,7 @@ class EngineFamily:
 
     def scan(self) -> None:
         processes = live_processes()
-        members = {pid for pid, stat in processes.items() if stat.session == self.leader}
+        members = {pid for pid, stat in processes.items() if stat.group == self.leader}
         for pid in members | descendants_of(self.leader, processes):
             self.known.setdefault(pid, processes[pid].started)
 

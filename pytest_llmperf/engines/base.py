@@ -6,9 +6,10 @@ pytest, so a dry run can print exactly what would be started.
 
 from __future__ import annotations
 
+import enum
 import json
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -36,6 +37,7 @@ class LaunchPlan:
     health_url: str
     env: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[Path, str] = field(default_factory=dict)
+    directories: tuple[Path, ...] = ()  # created before the start (the engine needs them)
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,32 @@ class RequestQuirks:
     chat_max_tokens_field: str = "max_completion_tokens"
     supports_ignore_eos: bool = True
     supports_min_tokens: bool = True
+
+
+class ResetAnswer(enum.Enum):
+    """What an engine's answer to a prefix-cache reset says."""
+
+    DONE = "done"  # the cache is empty
+    BUSY = "busy"  # refused because blocks are still held: worth another try
+    UNCONFIRMED = "unconfirmed"  # accepted, but the answer does not say whether it worked
+    UNAVAILABLE = "unavailable"  # no such route, or the engine was not started to offer it
+
+
+@dataclass(frozen=True)
+class CacheReset:
+    """How an engine empties its prefix cache.
+
+    ``path`` may hold ``{slot}``: then one request goes to each slot the spec's
+    ``cache_reset_paths`` lists (llama-server keeps one cache per slot).
+    """
+
+    method: str
+    path: str
+    unavailable_hint: str = ""  # how to make the engine offer the route, for the note
+
+
+Fetch = Callable[[str], tuple[int, str]]
+"""``fetch(path)``: GET a path of the running server; (status, body)."""
 
 
 # Exit statuses after a stop *we* asked for. Popen reports death by signal N as -N.
@@ -64,12 +92,34 @@ class EngineSpec:
     ready_log_line: ClassVar[str | None] = None
     normal_stop_codes: ClassVar[frozenset[int]] = COMMON_NORMAL_STOP_CODES
     quirks: ClassVar[RequestQuirks] = RequestQuirks()
-    # Path of a server endpoint that answers JSON with the engine's version, if there is one.
-    version_path: ClassVar[str | None] = None
+    # Paths of server endpoints that answer JSON with the engine's version, tried in order.
+    version_paths: ClassVar[tuple[str, ...]] = ()
     version_key: ClassVar[str] = "version"  # the JSON key holding it in that answer
+    # How to empty the prefix cache between warm-up and measurement; None where the engine
+    # has no way, and then no_cache_reset says why (it goes into the result's notes).
+    cache_reset: ClassVar[CacheReset | None] = None
+    no_cache_reset: ClassVar[str] = "the engine offers no way to reset it"
+    # A server that runs already (--endpoint) is ready once /v1/models answers and this path
+    # stops answering 5xx: llama-server answers /v1/models while it still loads the model and
+    # SGLang while it warms up, both 503 on /health meanwhile. A 404 means no such route.
+    endpoint_health_path: ClassVar[str | None] = "/health"
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         raise NotImplementedError
+
+    def endpoint_is_ready(self, status_code: int) -> bool:
+        """Whether the answer at ``endpoint_health_path`` lets a running server be measured."""
+        return status_code < 500
+
+    def cache_reset_paths(self, fetch: Fetch) -> list[str]:
+        """Where to send the reset (``fetch`` may ask the server, e.g. for its slots)."""
+        del fetch
+        return [self.cache_reset.path] if self.cache_reset else []
+
+    def reset_answer(self, status_code: int, body: str) -> ResetAnswer:
+        """What the answer to one reset request says; engines that say more override it."""
+        del body
+        return ResetAnswer.DONE if status_code < 300 else ResetAnswer.UNAVAILABLE
 
     def is_ready(self, status_code: int, body: str) -> bool:
         """Whether a response from the health URL means 'serving'. 200 for most engines."""
@@ -77,7 +127,7 @@ class EngineSpec:
         return status_code == 200
 
     def parse_version(self, body: str) -> str | None:
-        """Read the version from the body that ``version_path`` returned."""
+        """Read the version from the body that one of ``version_paths`` returned."""
         try:
             data = json.loads(body)
         except ValueError:

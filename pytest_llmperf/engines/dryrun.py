@@ -28,6 +28,8 @@ def describe_plan(spec: EngineSpec, plan: LaunchPlan) -> str:
         lines += [f"  {name}={shlex.quote(value)}" for name, value in sorted(plan.env.items())]
     else:
         lines.append("environment added by the plugin: (none)")
+    for folder in plan.directories:
+        lines.append(f"folder created before the start: {folder}")
     for path, content in plan.files.items():
         lines.append(f"file written before the start: {path}")
         lines.append(f"----- begin {path.name} -----")

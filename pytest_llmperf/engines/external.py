@@ -33,6 +33,9 @@ class ExternalEngine(EngineSpec):
     quirks: ClassVar[RequestQuirks] = RequestQuirks(
         chat_max_tokens_field="max_tokens", supports_ignore_eos=True, supports_min_tokens=False
     )
+    no_cache_reset: ClassVar[str] = (
+        "the server's engine is unknown (name it with --engine to reset its cache)"
+    )
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         if not request.endpoint:

@@ -12,27 +12,38 @@ JSON configuration, writes it into ``LaunchRequest.config_dir`` and names it wit
 - ``-tp N`` / ``--tensor-parallel-size N``: ``worldSize`` N on ``npuDeviceIds`` [[0..N-1]];
 - ``--max-num-seqs N`` (GPUStack: ``--max-batch-size``): ``ScheduleConfig.maxBatchSize``;
 - ``--max-num-batched-tokens N`` (GPUStack: ``--max-prefill-tokens``): ``maxPrefillTokens``;
-- ``--served-model-name NAME``: ``modelName`` (default: the model, as is the weight path);
+- ``--served-model-name NAME``: ``modelName`` (default: the last part of the model's path or
+  hub id, since MindIE accepts only plain names: letters, digits, ``_``, ``.`` and ``-``, at
+  most 256, starting and ending with a letter or digit);
 - ``--trust-remote-code``: ``trustRemoteCode``;
 - ``--npu-memory-fraction F`` / ``--gpu-memory-utilization F``: env ``NPU_MEMORY_FRACTION``;
 - ``--management-port N``: ``managementPort`` (see below).
 
 Any other argument is a ``ConfigError``: the daemon could not take it.
 
-Ports: the business (OpenAI) port is the plugin's ``LaunchRequest.port``. Readiness is read on
+Ports (MindIE accepts 1024-65535 only): the business (OpenAI) port is the plugin's
+``LaunchRequest.port``. Readiness is read on
 the separate management plane (``/v2/health/ready``), which needs a second port: the spec takes
 it from ``--management-port`` or else asks the OS for a free one when it plans the launch (bind
 to port 0, read the port, close). The metrics listener shares the management port, as GPUStack
 lets all planes share one port. Both planes listen on the plugin's host: MindIE does not answer
-on loopback when bound to another address.
+on loopback when bound to another address. ``MIES_SERVICE_MONITOR_MODE=1`` turns the metrics
+on (MindIE serves none without it).
+
+``ServerConfig`` carries the two keys MindIE cannot start without, with GPUStack's values:
+``inferMode`` (compulsory) and ``distDPServerEnabled`` (read unchecked, so a missing key fails
+the whole JSON read).
 
 After a requested stop the daemon SIGTERMs and SIGKILLs its own process group and then calls
-``abort()``, so -6/134 is a normal end (and the plugin must run it in a session of its own).
+``abort()``, so -6/134 is a normal end (and the plugin must run it in a process group of its
+own). It calls ``setpgrp()`` first and exits with 255 if that fails, so it must not be started as
+a session leader (``server.py`` starts engines in a new process group, not a new session).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 from collections.abc import Callable
@@ -61,6 +72,9 @@ DEFAULT_MAX_BATCH_SIZE = 200
 DEFAULT_MAX_PREFILL_BATCH_SIZE = 50
 # At or below this batch size GPUStack turns MindIE's asynchronous scheduling off.
 ASYNC_SCHEDULING_MIN_BATCH = 50
+# MindIE's own check of modelName.
+MODEL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9_.-]{0,254}[a-zA-Z0-9])?$")
+PORT_RANGE = range(1024, 65536)
 
 
 @dataclass
@@ -129,10 +143,29 @@ def _set_memory_fraction(s: MindIESettings, flag: str, value: str) -> None:
 
 
 def _set_management_port(s: MindIESettings, flag: str, value: str) -> None:
-    port = _positive_int(flag, value)
-    if port > 65535:
-        raise ConfigError(f"MindIE engine argument {flag}: {port} is not a TCP port")
-    s.management_port = port
+    s.management_port = _check_port(flag, _positive_int(flag, value))
+
+
+def _check_port(what: str, port: int) -> int:
+    if port not in PORT_RANGE:
+        raise ConfigError(
+            f"MindIE {what} {port}: MindIE accepts ports {PORT_RANGE.start}-{PORT_RANGE.stop - 1} "
+            f"only; choose one in that range"
+        )
+    return port
+
+
+def model_name(model: str, served_model_name: str | None) -> str:
+    """``modelName`` for the config: the served name, else the model's last path part."""
+    name = served_model_name or model.rstrip("/").rsplit("/", 1)[-1]
+    if not MODEL_NAME_PATTERN.match(name):
+        given = "--served-model-name" if served_model_name else f"the model {model!r}"
+        raise ConfigError(
+            f"MindIE model name {name!r} (from {given}) is not one MindIE accepts: use letters, "
+            f"digits, '_', '.' and '-', at most 256, starting and ending with a letter or digit; "
+            f"name it with the engine argument --served-model-name"
+        )
+    return name
 
 
 _VALUE_FLAGS: dict[str, Setter] = {
@@ -201,7 +234,7 @@ def build_config(
     max_batch_size = settings.max_batch_size or DEFAULT_MAX_BATCH_SIZE
     model_config: dict[str, Any] = {
         "modelInstanceType": "Standard",
-        "modelName": settings.served_model_name or model,
+        "modelName": model_name(model, settings.served_model_name),
         "modelWeightPath": model,
         "worldSize": settings.world_size,
         "cpuMemSize": 0,
@@ -245,6 +278,10 @@ def build_config(
             "openAiSupport": "vllm",
             "tokenTimeout": 600,
             "e2eTimeout": 600,
+            # inferMode is compulsory and distDPServerEnabled is read unchecked: MindIE does not
+            # start if either is missing (the values are GPUStack's).
+            "inferMode": "standard",
+            "distDPServerEnabled": False,
         },
         "BackendConfig": {
             "backendName": "mindieservice_llm_engine",
@@ -273,6 +310,7 @@ class MindIEEngine(EngineSpec):
         -int(signal.SIGABRT),
         128 + int(signal.SIGABRT),
     }
+    no_cache_reset: ClassVar[str] = "MindIE has no reset route"
     # Only max_tokens; ignore_eos works, min_tokens does not exist.
     quirks: ClassVar[RequestQuirks] = RequestQuirks(
         chat_max_tokens_field="max_tokens", supports_ignore_eos=True, supports_min_tokens=False
@@ -293,12 +331,14 @@ class MindIEEngine(EngineSpec):
             raise ConfigError(
                 f"MindIE's management port {management_port} must differ from the serving port"
             )
+        _check_port("serving port", request.port)
         config = build_config(request.model, request.host, request.port, management_port, settings)
         config_path = Path(request.config_dir) / CONFIG_FILE_NAME
         env = {
             CONFIG_PATH_ENV: str(config_path),
             # MindIE logs to files by default; the plugin shows the log tail on a failure.
             "MINDIE_LOG_TO_STDOUT": "1",
+            "MIES_SERVICE_MONITOR_MODE": "1",  # metrics on the management port
         }
         if settings.npu_memory_fraction is not None:
             env["NPU_MEMORY_FRACTION"] = settings.npu_memory_fraction

@@ -13,9 +13,11 @@ from typing import ClassVar
 
 from pytest_llmperf.engines.base import (
     COMMON_NORMAL_STOP_CODES,
+    CacheReset,
     EngineSpec,
     LaunchPlan,
     LaunchRequest,
+    ResetAnswer,
 )
 
 LAUNCH_MODULE = "sglang.launch_server"
@@ -36,7 +38,16 @@ class SGLangEngine(EngineSpec):
         -int(signal.SIGKILL),
         128 + int(signal.SIGKILL),
     }
-    version_path: ClassVar[str | None] = "/get_server_info"
+    # Later releases keep /get_server_info only as a deprecated alias of /server_info.
+    version_paths: ClassVar[tuple[str, ...]] = ("/server_info", "/get_server_info")
+    cache_reset: ClassVar[CacheReset | None] = CacheReset("POST", "/flush_cache")
+
+    def reset_answer(self, status_code: int, body: str) -> ResetAnswer:
+        """200 when flushed; 400 while requests run or wait (the same text either way)."""
+        del body
+        if status_code < 300:
+            return ResetAnswer.DONE
+        return ResetAnswer.BUSY if status_code == 400 else ResetAnswer.UNAVAILABLE
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable or DEFAULT_PYTHON

@@ -18,7 +18,10 @@ class TensorRTLLMEngine(EngineSpec):
     display_name = "TensorRT-LLM"
     health_path = "/health"
     ready_log_line = "Application startup complete."
-    version_path: ClassVar[str | None] = "/version"
+    version_paths: ClassVar[tuple[str, ...]] = ("/version",)
+    no_cache_reset: ClassVar[str] = (
+        "TensorRT-LLM has no reset route, and it reuses KV blocks by default"
+    )
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable or DEFAULT_EXECUTABLE

@@ -57,8 +57,15 @@ class Standins:
             self.monkeypatch.setenv(f"STANDIN_{key.upper()}", str(value))
 
     def server(
-        self, engine: str, *engine_args: str, model: str = MODEL, executable: str | None = None
+        self,
+        engine: str,
+        *engine_args: str,
+        model: str = MODEL,
+        executable: str | None = None,
+        config_dir: bool = True,
     ) -> EngineServer:
+        """An EngineServer for the stand-in, planned by the real spec (``config_dir=False``:
+        planned without a folder for generated files, as an engine started by hand is)."""
         spec = get_engine(engine)
         plan = spec.plan(
             LaunchRequest(
@@ -66,7 +73,7 @@ class Standins:
                 port=free_port(),
                 engine_args=engine_args,
                 executable=executable,
-                config_dir=self.work_dir / "conf",
+                config_dir=self.work_dir / "conf" if config_dir else None,
             )
         )
         server = EngineServer(
@@ -83,6 +90,11 @@ class Standins:
     def started(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.record_dir / "argv.json").read_text())
         return data
+
+    def requests(self) -> list[str]:
+        """The ``METHOD path`` of every HTTP request the stand-in received, in order."""
+        path = self.record_dir / "requests"
+        return path.read_text().splitlines() if path.exists() else []
 
     def pids(self) -> set[int]:
         path = self.record_dir / "pids"

@@ -91,12 +91,13 @@ def test_mindie_prefix_caching_seed_writes_the_config(tmp_path: Path) -> None:
     assert dict(plan.env) == {
         "MIES_CONFIG_JSON_PATH": str(config_path),
         "MINDIE_LOG_TO_STDOUT": "1",
+        "MIES_SERVICE_MONITOR_MODE": "1",
     }
     config = json.loads(plan.files[config_path])
     model_config = config["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
     assert config["BackendConfig"]["ScheduleConfig"]["enablePrefixCache"] is True
     assert json.loads(model_config["plugin_params"]) == {"plugin_type": "prefix_cache"}
-    assert model_config["modelName"] == "Qwen/Qwen3-30B-A3B"
+    assert model_config["modelName"] == "Qwen3-30B-A3B"  # MindIE refuses a "/" in it
     assert model_config["modelWeightPath"] == "Qwen/Qwen3-30B-A3B"
     assert config["ServerConfig"]["port"] == 8000
     assert config["ServerConfig"]["managementPort"] == 8001

@@ -55,29 +55,34 @@ def test_normal_stop_codes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("engine", "path", "body", "version"),
+    ("engine", "paths", "body", "version"),
     [
-        ("vllm", "/version", '{"version": "0.32.0"}', "0.32.0"),
-        ("sglang", "/get_server_info", '{"version": "0.5.5.post1", "tp_size": 1}', "0.5.5.post1"),
-        ("trtllm", "/version", '{"version": "1.2.0rc1"}', "1.2.0rc1"),
+        ("vllm", ("/version",), '{"version": "0.32.0"}', "0.32.0"),
+        (
+            "sglang",
+            ("/server_info", "/get_server_info"),  # the second is a deprecated alias
+            '{"version": "0.5.5.post1", "tp_size": 1}',
+            "0.5.5.post1",
+        ),
+        ("trtllm", ("/version",), '{"version": "1.2.0rc1"}', "1.2.0rc1"),
         (
             "llamacpp",
-            "/props",
+            ("/props",),
             '{"build_info": "b6123-abcdef0", "total_slots": 4}',
             "b6123-abcdef0",
         ),
     ],
 )
-def test_version_probe(engine: str, path: str, body: str, version: str) -> None:
+def test_version_probe(engine: str, paths: tuple[str, ...], body: str, version: str) -> None:
     spec = get_engine(engine)
-    assert spec.version_path == path
+    assert spec.version_paths == paths
     assert spec.parse_version(body) == version
     assert spec.parse_version("not json") is None
 
 
 def test_no_version_probe_where_the_server_has_none() -> None:
-    assert get_engine("mindie").version_path is None
-    assert get_engine("external").version_path is None
+    assert get_engine("mindie").version_paths == ()
+    assert get_engine("external").version_paths == ()
 
 
 @pytest.mark.parametrize("engine", ["sglang", "trtllm", "llamacpp", "vllm"])
@@ -116,6 +121,18 @@ def test_health_urls() -> None:
         assert plan.health_url == "http://127.0.0.1:7000/health"
     # SGLang answers /v1/models during warm-up; /health is the strict check.
     assert get_engine("sglang").health_path == "/health"
+
+
+def test_llamacpp_gets_a_slot_save_path_so_that_slots_can_be_erased(tmp_path: Path) -> None:
+    spec = get_engine("llamacpp")
+    plan = spec.plan(LaunchRequest(model="M", port=1, config_dir=tmp_path))
+    folder = tmp_path / "slots"
+    assert plan.argv[3:5] == ("--slot-save-path", str(folder))
+    assert plan.directories == (folder,)  # llama-server wants an existing folder
+    own = ("--slot-save-path=/kv",)
+    plan = spec.plan(LaunchRequest(model="M", port=1, config_dir=tmp_path, engine_args=own))
+    assert plan.argv.count("--slot-save-path") == 0
+    assert plan.directories == ()
 
 
 def test_llamacpp_loading_answer_is_not_ready() -> None:
@@ -194,6 +211,32 @@ def test_mindie_names_memory_and_prefix_switches(tmp_path: Path) -> None:
     assert config["BackendConfig"]["ScheduleConfig"]["enablePrefixCache"] is False  # last wins
 
 
+def test_mindie_server_config_has_the_keys_mindie_cannot_start_without(tmp_path: Path) -> None:
+    # inferMode is compulsory; distDPServerEnabled is read unchecked (GPUStack's values).
+    config, plan = mindie_plan(tmp_path)
+    assert config["ServerConfig"]["inferMode"] == "standard"
+    assert config["ServerConfig"]["distDPServerEnabled"] is False
+    assert plan.env["MIES_SERVICE_MONITOR_MODE"] == "1"  # MindIE serves no metrics without it
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("/models/Qwen3-30B-A3B", "Qwen3-30B-A3B"),
+        ("/models/Qwen3-30B-A3B/", "Qwen3-30B-A3B"),
+        ("Qwen/Qwen3-32B", "Qwen3-32B"),
+        ("tiny_qwen3.v2", "tiny_qwen3.v2"),
+    ],
+)
+def test_mindie_model_name_is_a_plain_name_by_default(model: str, name: str) -> None:
+    # MindIE refuses a modelName with "/": the default is the model's last path part.
+    plan = get_engine("mindie").plan(LaunchRequest(model=model, port=8000, config_dir=Path("c")))
+    config = json.loads(next(iter(plan.files.values())))
+    model_config = config["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+    assert model_config["modelName"] == name
+    assert model_config["modelWeightPath"] == model
+
+
 def test_mindie_ports_and_urls(tmp_path: Path) -> None:
     config, plan = mindie_plan(tmp_path, port=8000)
     server = config["ServerConfig"]
@@ -215,6 +258,10 @@ def test_mindie_ports_and_urls(tmp_path: Path) -> None:
         (("--npu-memory-fraction", "1.5"), "needs a fraction in (0, 1]"),
         (("--management-port", "8000"), "must differ from the serving port"),
         (("--enable-prefix-caching=yes",), "is not understood"),
+        (("--management-port", "80"), "MindIE accepts ports 1024-65535 only"),
+        (("--management-port", "70000"), "MindIE accepts ports 1024-65535 only"),
+        (("--served-model-name", "org/model"), "name it with the engine argument"),
+        (("--served-model-name", "-model"), "starting and ending with a letter or digit"),
     ],
 )
 def test_mindie_refuses_what_it_cannot_translate(
@@ -223,6 +270,11 @@ def test_mindie_refuses_what_it_cannot_translate(
     with pytest.raises(ConfigError) as error:
         mindie_plan(tmp_path, *args)
     assert words in str(error.value)
+
+
+def test_mindie_refuses_a_serving_port_below_1024(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="serving port 80: MindIE accepts ports 1024-65535"):
+        mindie_plan(tmp_path, port=80)
 
 
 def test_mindie_needs_a_config_dir() -> None:

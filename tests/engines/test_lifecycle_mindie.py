@@ -34,9 +34,12 @@ def test_ready_on_the_management_port_and_abort_after_stop_is_normal(standins) -
         assert started["config"] == config
         # MindIE refuses a config file that others may read (mode must not exceed 640).
         assert stat.S_IMODE(Path(config_path).stat().st_mode) == 0o640
-        # It killed its own process group on exit: it must have one of its own.
-        assert started["pid"] == server.pid == started["pgid"] == started["sid"]
+        # It killed its own process group on exit: it must have one of its own. It called
+        # setpgrp() first, which fails (exit 255) in a session leader: it must not be one.
+        assert started["pid"] == server.pid == started["pgid"] != started["sid"]
         assert started["pgid"] != os.getpgrp()
+        model_config = started["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+        assert model_config["modelName"] == "Qwen3-32B"  # a plain name, not the hub id's "/"
         # The business port has no health route; the management port has.
         business_health = httpx.get(server.base_url + "/health", trust_env=False)
         assert business_health.status_code == 404
@@ -44,6 +47,8 @@ def test_ready_on_the_management_port_and_abort_after_stop_is_normal(standins) -
         assert text.split() == ["t0", "t1", "t2"]
         assert usage["completion_tokens"] == 3  # on the final chunk, as MindIE sends it
         assert server.version() is None
+        metrics = httpx.get(f"http://127.0.0.1:{management_port}/metrics", trust_env=False)
+        assert metrics.status_code == 200  # only with MIES_SERVICE_MONITOR_MODE=1
         recorded = standins.wait_for_pids(3)  # daemon, backend, backend worker
         assert len(recorded) == 3
     assert server.exit_code == -signal.SIGABRT

@@ -35,12 +35,14 @@ def test_ready_only_when_health_answers_after_warm_up(standins) -> None:
 
     started = standins.started()
     assert started["argv"][1:] == list(server.plan.argv[3:])  # after python3 -m sglang.…
-    assert started["pid"] == server.pid == started["pgid"] == started["sid"]
+    assert started["pid"] == server.pid == started["pgid"] != started["sid"]
     assert started["pgid"] != os.getpgrp()
     text, usage = standins.chat(server, max_tokens=4)
     assert text.split() == ["t0", "t1", "t2", "t3"]
     assert usage["completion_tokens"] == 4
     assert server.version() == "0.5.5.post1"
+    asked = [r for r in standins.requests() if "server_info" in r]
+    assert asked == ["GET /server_info"]  # not the deprecated /get_server_info
 
     recorded = standins.wait_for_pids(3)  # launcher, detokenizer, re-parented scheduler
     assert len(recorded) == 3

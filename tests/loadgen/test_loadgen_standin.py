@@ -166,6 +166,24 @@ def test_without_usage_the_chunk_count_or_the_token_counter_is_used(
     assert texts == ["tok" * 6]
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "server_prompt_len"), [(CHAT_ENDPOINT, 13), (COMPLETIONS_ENDPOINT, 3)]
+)
+def test_usage_on_the_last_token_chunk_is_read(
+    stand_in: StandInProcess, endpoint: str, server_prompt_len: int
+) -> None:
+    # MindIE (which ignores stream_options) and older llama-server builds put usage on the
+    # chunk with finish_reason, not on a chunk of its own: 3 tokens per chunk tell it from the
+    # chunk count (which for chat also counts the role chunk).
+    extra = {"x_mode": "usage_last", "x_tokens_per_chunk": 3}
+    config = cfg(stand_in, endpoint=endpoint, extra_body=extra)
+    request = SampleRequest(prompt="prompt number 0", prompt_len=99, expected_output_len=4)
+    (record,) = run_load(config, [request]).records
+    assert record.success
+    assert record.output_tokens == 12
+    assert record.prompt_len == server_prompt_len  # the server's count, not the client's 99
+
+
 def test_records_in_submission_order(stand_in: StandInProcess) -> None:
     requests = sample(12, out=3)
     result = run_load(cfg(stand_in, request_rate=400.0, max_concurrency=4), requests)

@@ -12,8 +12,9 @@ Run it on its own (``python tests/support/stream_server.py --port 0 --gap-ms 20`
 :class:`StandInProcess`. ``GET /_stats`` returns what it recorded, ``POST /_reset`` clears it.
 
 A request body may steer one request (the load generator's ``extra_body`` puts these keys in):
-``x_mode`` (``ok``, ``http500``, ``cut``, ``bad_json``, ``stall``, ``no_usage``, ``ping``,
-``split``, ``empty``), ``x_chunks``, ``x_ttft_ms``, ``x_gap_ms``, ``x_gap_max_ms``,
+``x_mode`` (``ok``, ``http500``, ``cut``, ``bad_json``, ``stall``, ``no_usage``,
+``usage_last`` (usage on the last token chunk, no usage chunk), ``ping``, ``split``,
+``empty``), ``x_chunks``, ``x_ttft_ms``, ``x_gap_ms``, ``x_gap_max_ms``,
 ``x_tokens_per_chunk``.
 """
 
@@ -254,15 +255,17 @@ class StandIn:
             }
             first_frames = []
         content = _frame(_json({**base, "choices": [choice]}))
-        last_choice = {**choice, "finish_reason": "length"}
-        last = _frame(_json({**base, "choices": [last_choice]}))
         usage = {
             "prompt_tokens": _prompt_tokens(body),
             "completion_tokens": n * per_chunk,
             "total_tokens": _prompt_tokens(body) + n * per_chunk,
         }
+        last_event = {**base, "choices": [{**choice, "finish_reason": "length"}]}
+        if mode == "usage_last":  # as MindIE and older llama-server builds send it
+            last_event["usage"] = usage
+        last = _frame(_json(last_event))
         tail = b""
-        if mode != "no_usage":
+        if mode not in ("no_usage", "usage_last"):
             tail += _frame(_json({**base, "choices": [], "usage": usage}))
         tail += _frame(b"[DONE]") + _END_OF_BODY
 

@@ -8,8 +8,8 @@ so that a request can go through.
 Steering and recording, all through the environment:
 
 - ``STANDIN_RECORD_DIR``: where to write ``argv.json`` (argv, pid, process group, session,
-  config), ``pids`` (every process the stand-in made, one per line) and ``events``
-  (``name unix-time`` lines, e.g. ``ready``).
+  config), ``pids`` (every process the stand-in made, one per line), ``events``
+  (``name unix-time`` lines, e.g. ``ready``) and ``requests`` (``METHOD path`` lines).
 - ``STANDIN_LOAD_S``: seconds of "model loading"; ``STANDIN_WARMUP_S``: seconds of warm-up.
 - ``STANDIN_CRASH=1``: fail during start-up the way the engine fails.
 - ``STANDIN_STUBBORN_CHILD=1``: child processes ignore SIGTERM (only SIGKILL ends them).
@@ -248,7 +248,10 @@ class _Handler(BaseHTTPRequestHandler):
         log(f"{self.address_string()} - {format % args}")
 
     def _dispatch(self, method: str) -> None:
-        route = self.server.routes.get((method, self.path.split("?")[0]))
+        _append("requests", f"{method} {self.path}")
+        # A route may name its query (llama-server's /slots/0?action=erase) or not.
+        routes = self.server.routes
+        route = routes.get((method, self.path)) or routes.get((method, self.path.split("?")[0]))
         body = None
         length = int(self.headers.get("Content-Length") or 0)
         if length:

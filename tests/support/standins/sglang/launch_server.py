@@ -6,6 +6,10 @@ the warm-up; only then ``/health`` turns 200 and the log says the server is fire
 a detokenizer child and a scheduler that is re-parented away from it. On SIGTERM ``/health``
 turns 503, it "drains", then SIGKILLs its process tree and itself (exit -9); the re-parented
 scheduler is not in the tree and is left for the process-group kill.
+
+Like later releases it reports its version at ``/server_info`` and keeps ``/get_server_info``
+as a deprecated alias. ``/flush_cache`` answers 200 once flushed and 400 while requests run or
+wait (the same text either way); ``STANDIN_FLUSH_BUSY=N`` makes the first N flushes find it busy.
 """
 
 from __future__ import annotations
@@ -59,6 +63,25 @@ def main() -> None:
     def health(body: object) -> sc.Answer:
         return (200, "") if state["status"] == "up" else (503, "")
 
+    busy_flushes = [int(sc.env_float("STANDIN_FLUSH_BUSY", 0))]
+
+    def flush_cache(body: object) -> sc.Answer:
+        text = (
+            "Cache flushed.\nPlease check backend logs for more details. (When there are "
+            "running or waiting requests, the operation will not be performed.)\n"
+        )
+        if busy_flushes[0] > 0:
+            busy_flushes[0] -= 1
+            return 400, text
+        return 200, text
+
+    def server_info(body: object) -> sc.Answer:
+        return 200, {"version": VERSION, "model_path": args.model_path}
+
+    def deprecated_server_info(body: object) -> sc.Answer:
+        sc.log("WARNING: /get_server_info is deprecated; use /server_info")
+        return server_info(body)
+
     sc.serve(
         args.host,
         args.port,
@@ -67,10 +90,10 @@ def main() -> None:
             ("GET", "/health_generate"): health,
             ("GET", "/v1/models"): sc.models_answer(model),
             ("GET", "/get_model_info"): lambda body: (200, {"model_path": args.model_path}),
-            ("GET", "/get_server_info"): lambda body: (
-                200,
-                {"version": VERSION, "model_path": args.model_path},
-            ),
+            ("GET", "/server_info"): server_info,
+            ("GET", "/get_server_info"): deprecated_server_info,
+            ("POST", "/flush_cache"): flush_cache,
+            ("GET", "/flush_cache"): flush_cache,
             ("POST", "/v1/chat/completions"): lambda body: sc.chat_answer(body, model, "separate"),
         },
     )
