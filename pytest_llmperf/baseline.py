@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from pytest_llmperf import redact
 from pytest_llmperf.atomic import temporary_pattern, write_atomically
 from pytest_llmperf.errors import BaselineError
 from pytest_llmperf.models import Direction, MetricComparison, Outcome, Verdict
@@ -305,7 +306,7 @@ def record_entry(
         if variant is not None:
             document["variants"][variant] = _ordered(section, _VARIANT_ORDER)
         _remove_stale_temporaries(path)
-        write_atomically(path, dump_document(document))
+        write_atomically(path, redact.text(dump_document(document)))
     finally:
         lock.release()
 

@@ -77,7 +77,10 @@ def append(path: Path, records: Iterable[Mapping[str, Any]], *, lock_timeout: fl
     """Append the records as JSON lines; returns how many were written."""
     from filelock import FileLock, Timeout
 
+    from pytest_llmperf import redact
+
     text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+    text = redact.text(text)
     if not text:
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)

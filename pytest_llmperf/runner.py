@@ -8,7 +8,6 @@ repeated profile is not served from cache.
 
 from __future__ import annotations
 
-import shlex
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from pytest_llmperf import redact
 from pytest_llmperf.engines import LaunchRequest, get_engine
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
 from pytest_llmperf.errors import ConfigError, EngineStartError
@@ -216,7 +216,7 @@ class EngineSession:
             base_url=plan.base_url,
             served_model=name,
             model=model,
-            command=shlex.join(plan.argv),
+            command=redact.command(plan.argv),
             version=version,
             server=server,
             embedded=settings.model is None,
@@ -248,7 +248,7 @@ class EngineSession:
                 problem = f"{base}: {type(exc).__name__}"
             time.sleep(0.5)
         else:
-            raise EngineStartError(f"--endpoint {base} is not serving ({problem})")
+            raise EngineStartError(redact.text(f"--endpoint {base} is not serving ({problem})"))
         model = settings.model or listed_model_root(base, self.headers)
         if model is None:
             resolve_model(settings, "external")  # raises: says --model is needed
@@ -263,7 +263,7 @@ class EngineSession:
             base_url=base,
             served_model=name,
             model=model,
-            command=f"(external) {base}",
+            command=f"(external) {redact.url(base)}",
             version=version,
             variant=self.variant,
         )
@@ -447,7 +447,8 @@ def dry_run(settings: Settings, work_dir: Path) -> str:
     for variant in settings.variants or from_engines(settings.engines):
         engine, name, chosen = variant.engine, variant.name, settings_for(settings, variant)
         if engine == "external" or chosen.endpoint:
-            sections.append(f"[{name}] nothing is started; requests go to {chosen.endpoint}")
+            shown = redact.url(chosen.endpoint or "")
+            sections.append(f"[{name}] nothing is started; requests go to {shown}")
             continue
         spec, plan, _ = plan_launch(chosen, engine, work_dir / name)
         sections.append(f"[{name}]\n{describe_plan(spec, plan)}")

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf import redact
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.settings import Settings
@@ -205,7 +206,7 @@ def _now() -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    write_atomically(path, text)
+    write_atomically(path, redact.text(text))
 
 
 def markdown_target(settings: Settings, environ: Mapping[str, str]) -> tuple[Path, bool] | None:
@@ -258,7 +259,7 @@ def write_outputs(
         )
         if append:
             with path.open("a", encoding="utf-8") as handle:
-                handle.write(text + "\n")
+                handle.write(redact.text(text) + "\n")
         else:
             _write(path, text + "\n")
         written.append(path)
