@@ -8,12 +8,14 @@ repeated profile is not served from cache.
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -26,13 +28,20 @@ from pytest_llmperf.profiles import WorkloadProfile
 from pytest_llmperf.server import EngineServer, engine_version
 from pytest_llmperf.settings import Settings
 
+if TYPE_CHECKING:
+    from pytest_llmperf.loadgen import LoadConfig
+
 EMBEDDED_SERVED_NAME = "tiny-qwen3"
 EMBEDDED_ENGINE_ARGS = ("--served-model-name", EMBEDDED_SERVED_NAME, "--max-model-len", "40960")
 # vLLM's CPU build asks for 92 % of memory by default; 1 GiB of KV cache holds 2M tiny tokens.
 EMBEDDED_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-# Only in dev mode does vLLM offer POST /reset_prefix_cache, which repeats of a profile need.
-VLLM_DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
-CACHE_RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
+# vLLM offers POST /reset_prefix_cache only in dev mode, which also opens /collective_rpc,
+# /sleep and weight updates to anyone on the port, API key or not. It is never turned on:
+# each run salts vLLM's prefix cache instead (CACHE_SALTED), so that no run, warm-up or
+# repeat, is served from another's cache while the prompts stay token for token vllm bench's.
+CACHE_RESET_PATHS = {"sglang": "/flush_cache"}
+# Engines whose requests take a ``cache_salt``: the prefix cache keys blocks by it.
+CACHE_SALTED = frozenset({"vllm"})
 STANDARD_SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
 
 
@@ -124,10 +133,8 @@ def plan_launch(
     request = launch_request(settings, engine, port=free_port(), config_dir=config_dir, model=model)
     plan = spec.plan(request)
     extra_env: dict[str, str] = {}
-    if engine == "vllm":
-        extra_env.update(VLLM_DEV_MODE_ENV)
-        if settings.model is None:
-            extra_env.update(EMBEDDED_ENV)
+    if engine == "vllm" and settings.model is None:
+        extra_env.update(EMBEDDED_ENV)
     if extra_env:
         plan = LaunchPlan(
             argv=plan.argv,
@@ -387,7 +394,9 @@ def measure(
     )
     notes: list[str] = []
     if settings.warmups:
-        warmup = loadgen.run_load(config, _warmup_requests(requests, settings.warmups))
+        warmup = loadgen.run_load(
+            salted(config, target.spec.name), _warmup_requests(requests, settings.warmups)
+        )
         if not any(record.success for record in warmup.records):
             target.check_serving()
             first = next((r.error for r in warmup.records if r.error), "no response")
@@ -395,7 +404,7 @@ def measure(
     note = reset_prefix_cache(target, headers)
     if note:
         notes.append(note)
-    result = loadgen.run_load(config, requests, progress=progress)
+    result = loadgen.run_load(salted(config, target.spec.name), requests, progress=progress)
     if all(record.success for record in result.records):
         target.check_alive()
     else:
@@ -410,6 +419,15 @@ def measure(
         series=series.summarize(result.records),
         samples=metrics.sample_counts(result.records),
     )
+
+
+def salted(config: LoadConfig, engine: str) -> LoadConfig:
+    """``config`` with a fresh prefix-cache salt, for an engine that takes one: a run's
+    requests share their cache as with vllm bench, but nothing another run left there."""
+    if engine not in CACHE_SALTED:
+        return config
+    salt = {"cache_salt": secrets.token_hex(16)}
+    return dataclasses.replace(config, extra_body={**config.extra_body, **salt})
 
 
 def _warmup_requests(requests: Sequence[SampleRequest], count: int) -> list[SampleRequest]:
