@@ -61,7 +61,9 @@ def slug(text: str) -> str:
 
 
 def baseline_path(root: Path, hardware: str, model: str, engine: str) -> Path:
-    return root / slug(hardware) / slug(model) / f"{slug(engine)}.yaml"
+    from pytest_llmperf.modelkey import model_folder
+
+    return model_folder(root, slug(hardware), model, f"{slug(engine)}.yaml")
 
 
 # -- reading ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_llmperf import baseline
 from pytest_llmperf.ledger import ProfileResult
+from pytest_llmperf.modelkey import check_model
 from pytest_llmperf.models import Outcome, Verdict
 from pytest_llmperf.profiles import WorkloadProfile
 from pytest_llmperf.runner import Measurement, Target
@@ -116,6 +117,7 @@ def run_gate(
     # Read the baseline before measuring: a malformed file fails the test at once, not
     # after minutes of load whose numbers could not be compared or recorded anyway.
     variant = _variant_key(request.target)
+    check_model(path, _model_key(request.target))
     entry = baseline.load_entry(path, request.profile.name, variant)
     runs = measure_round()
     center, spread = summarize(runs)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import baseline
+from pytest_llmperf.modelkey import model_slug
 from tests.conftest import requires_vllm
 from tests.reliability.helpers import (
     PERF_TEST,
@@ -231,7 +232,9 @@ def test_a_model_name_that_climbs_out_is_recorded_inside_the_baseline_folder(
     )
     assert run.returncode == 0, run.log
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".yaml"]
+    folder = model_slug("../../../outside")
+    assert folder.startswith("outside-")
     assert sorted(str(p.relative_to(project.root)) for p in written) == [
-        "baselines/cpu/outside/external.yaml",
+        f"baselines/cpu/{folder}/external.yaml",
         "profiles.yaml",
     ]

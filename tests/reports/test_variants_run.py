@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_llmperf.baseline import slug
+from pytest_llmperf.baseline import baseline_path
 from tests.conftest import free_port
 from tests.support.stream_server import StandInProcess
 
@@ -53,7 +53,7 @@ def test_variants_record_then_compare(
     # imports httpcore anew gets exception classes httpx no longer maps.
     first = pytester.runpytest_subprocess(*suite, "--update-baselines")
     first.assert_outcomes(passed=2, errors=1)
-    path = pytester.path / "baselines" / "cpu" / slug(str(tiny_model_dir)) / "external.yaml"
+    path = baseline_path(pytester.path / "baselines", "cpu", str(tiny_model_dir), "external")
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     # Named like its engine: the file's profiles; any other name: variants.<name>.
     assert set(document["profiles"]) == {"short"}
