@@ -14,9 +14,10 @@ import re
 # character but tab and newline.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-# Characters that start Markdown or HTML constructs (links, images, emphasis, code, tags,
-# entities, headings, tables).
-_MARKDOWN_ACTIVE = re.compile(r"([\\`*_\[\]<>!|~#&])")
+# Characters that start Markdown constructs that leave the text: links and images, code
+# spans, raw HTML, table cells. Emphasis is left alone: it cannot link anywhere, and metric
+# names keep their underscores readable in the raw file.
+_MARKDOWN_ACTIVE = re.compile(r"([\\`\[\]<>!|])")
 
 
 def printable(text: str) -> str:
