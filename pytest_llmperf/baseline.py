@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from pytest_llmperf import redact
-from pytest_llmperf.atomic import temporary_pattern, write_atomically
+from pytest_llmperf.atomic import temporary_pattern, write_atomically, write_target
 from pytest_llmperf.errors import BaselineError
 from pytest_llmperf.models import Direction, MetricComparison, Outcome, Verdict
 
@@ -274,6 +274,7 @@ def record_entry(
     """
     from filelock import FileLock, Timeout
 
+    path = write_target(path)  # a linked baseline is updated where it lives
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path.with_name(f".{path.name}.lock")))
     try:

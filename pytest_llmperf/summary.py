@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import redact
-from pytest_llmperf.atomic import write_atomically
+from pytest_llmperf.atomic import append_text, write_atomically
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.settings import Settings
 from pytest_llmperf.tables import VariantRow, variant_table, verdict_summary
@@ -258,8 +258,7 @@ def write_outputs(
             ledger, hardware=hardware, comparison=comparison, reference=reference
         )
         if append:
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(redact.text(text) + "\n")
+            append_text(path, redact.text(text) + "\n")
         else:
             _write(path, text + "\n")
         written.append(path)
