@@ -97,7 +97,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     try:
-        text = dry_run(settings, Path(tempfile.mkdtemp(prefix="llmperf-dry-run-")))
+        # Nothing is written there in a dry run; the folder only names generated files.
+        with tempfile.TemporaryDirectory(prefix="llmperf-dry-run-") as work:
+            text = dry_run(settings, Path(work))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     if tr is not None:
@@ -461,6 +463,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         ledger, verbose=config.get_verbosity() > 0, settings=config.stash[SETTINGS]
     ):
         terminalreporter.write_line(_shown(line))
+    for problem in ledger.output_errors:
+        terminalreporter.write_line(f"ERROR: {_shown(problem)}", red=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -472,3 +476,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from pytest_llmperf.summary import write_outputs
 
     write_outputs(ledger, settings, hardware=config.stash[HARDWARE])
+    if ledger.output_errors and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a report asked for is missing
