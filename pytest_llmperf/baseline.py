@@ -324,8 +324,9 @@ class GateSettings:
     tolerance_scale: float = 1.0  # multiplies every tolerance
     # A change within this many standard errors of the difference is noise, whatever the
     # tolerance. 2, not 3: a regression is measured again before it fails (confirm reruns),
-    # so a first look may be quicker to suspect; on the CPU server (CV 7-9 %) 3 let a
-    # median of 5 runs catch a 20 % slowdown in 16 gates of 20, 2 in 19 (docs/noise.md).
+    # so a first look may be quicker to suspect. With k = 2 tests/bench/noise_table.py
+    # measured 1 false alarm in 20 unchanged very-long gates and 20 of 20 slowdowns of
+    # +10 % or more caught (docs/noise.md, "How often the gate is wrong").
     spread_factor: float = 2.0
     default_tolerances: Mapping[str, float] | None = None
     # A latency (``*_ms``) that moved by less than this many milliseconds did not move: a
