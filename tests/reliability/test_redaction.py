@@ -21,7 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.helpers import InnerRun, Project, make_project, run_pytest
+from tests.reliability.helpers import (
+    REPORTS,
+    InnerRun,
+    Project,
+    files_containing,
+    make_project,
+    run_pytest,
+)
 from tests.support.stream_server import StandInProcess
 
 STREAM_SERVER = Path(__file__).resolve().parents[1] / "support" / "stream_server.py"
@@ -44,15 +51,6 @@ FAKE_VLLM = textwrap.dedent(
                               "--no-record"])
     """
 )
-REPORTS = [
-    "--llmperf-json=out/results.json",
-    "--llmperf-summary=out/summary.md",
-    "--llmperf-html=out/report.html",
-    "--llmperf-history=out/history.jsonl",
-    "--junitxml=out/junit.xml",
-    "--basetemp=tmp",
-    "-v",
-]
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +61,6 @@ def endpoint() -> Iterator[StandInProcess]:
 
 def _secret(kind: str) -> str:
     return f"{kind}-{uuid.uuid4().hex}"
-
-
-def _files_containing(root: Path, secrets: list[str]) -> list[str]:
-    needles = [s.encode() for s in secrets]
-    return [
-        str(path.relative_to(root))
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and any(n in path.read_bytes() for n in needles)
-    ]
 
 
 def test_secrets_in_engine_args_endpoint_and_api_key_are_written_nowhere(
@@ -140,7 +129,7 @@ def test_secrets_in_engine_args_endpoint_and_api_key_are_written_nowhere(
         assert not leaked, run.log
     # The engine's own log holds what the engine printed (SECURITY.md): the plugin never
     # quotes it unmasked, and it is the only file that may hold a secret.
-    holding = _files_containing(project.root, secrets)
+    holding = files_containing(project.root, *secrets)
     assert holding, "the stand-in engine logs its arguments: the scan must see that log"
     assert all(name.endswith("vllm-server.log") for name in holding), holding
     for name in ("results.json", "summary.md", "report.html", "history.jsonl", "junit.xml"):
