@@ -118,7 +118,10 @@ def session(
     args = _write_suite(folder, vllm_server.base_url, tiny_model_dir)
     first = _run(folder, [*args, "--update-baselines"])
     for recorded in (folder / "baselines").rglob("external.yaml"):
-        widen_tolerances(recorded)  # the compare must pass: its verdicts are checked
+        # The compare must pass: its verdicts are checked. Throughput alone is gated: real
+        # vLLM on two cores sometimes sends a whole answer in one chunk, and mean TPOT then
+        # moves by thousands of percent (docs/noise.md).
+        widen_tolerances(recorded, metrics=("total_token_throughput",))
     second = _run(
         folder,
         [
@@ -153,7 +156,7 @@ def test_end_to_end_run_writes_json_markdown_and_html(session: Session) -> None:
         assert result["metrics"]["completed"] == 24
         assert result["outcome"] == "pass", result["notes"]  # compared, not recorded
         gated = [c for c in result["comparisons"] if c["tolerance_pct"] is not None]
-        assert {c["metric"] for c in gated} == {"total_token_throughput", "mean_tpot_ms"}
+        assert [c["metric"] for c in gated] == ["total_token_throughput"]
         assert {c["status"] for c in gated} == {"pass"}
         assert result["hardware"] == "cpu"
         assert result["command"].startswith("(external) http://127.0.0.1:")

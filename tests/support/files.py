@@ -16,13 +16,17 @@ def default_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def widen_tolerances(path: Path, percent: float = 900.0) -> None:
-    """Give every entry of a baseline file (its profiles and each variant's) tolerances no
-    stand-in's noise can exceed, as a reviewer would: a later compare must then pass, so a
-    test can check the verdict itself instead of an exit code."""
+def widen_tolerances(
+    path: Path,
+    percent: float = 900.0,
+    metrics: tuple[str, ...] = ("total_token_throughput", "mean_tpot_ms"),
+) -> None:
+    """Gate every entry of a baseline file (its profiles and each variant's) on ``metrics``
+    with a tolerance no noise can exceed, as a reviewer would: a later compare must then
+    pass, so a test can check the verdict itself instead of an exit code."""
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     sections = [document, *(document.get("variants") or {}).values()]
     for section in sections:
         for entry in (section.get("profiles") or {}).values():
-            entry["tolerances"] = {"total_token_throughput": percent, "mean_tpot_ms": percent}
+            entry["tolerances"] = dict.fromkeys(metrics, percent)
     path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
