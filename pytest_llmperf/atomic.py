@@ -58,3 +58,48 @@ def write_atomically(path: Path, data: str | bytes) -> None:
 def _discard(temporary: Path) -> None:
     with contextlib.suppress(OSError):
         temporary.unlink()
+
+
+def write_target(path: Path) -> Path:
+    """Where a write of ``path`` must go: the file a symbolic link points to.
+
+    ``os.replace`` would turn a link into a regular file, and a baseline shared through a link
+    would silently stop updating; writing to the target (locked there, not beside the link)
+    keeps the link and updates what it shares.
+    """
+    from pytest_llmperf.errors import ConfigError
+
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # a loop of links
+        raise ConfigError(f"{path}: cannot follow the symbolic link ({exc})") from None
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append ``text`` to a regular file, never through a symbolic link.
+
+    Appended files (the history, the job summary) are often in shared folders, where a link
+    planted at their name would send the plugin's lines into any file the user can write.
+    """
+    from pytest_llmperf.errors import ConfigError
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if path.is_symlink():
+            raise ConfigError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); the plugin appends only to "
+                f"a regular file: name the file itself, or remove the link"
+            ) from None
+        raise ConfigError(f"{path}: cannot append: {exc.strerror}") from None
+    try:
+        data = text.encode("utf-8")
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from pytest_llmperf.atomic import temporary_pattern, write_atomically
+from pytest_llmperf import redact
+from pytest_llmperf.atomic import temporary_pattern, write_atomically, write_target
 from pytest_llmperf.errors import BaselineError
 from pytest_llmperf.models import Direction, MetricComparison, Outcome, Verdict
 
@@ -61,7 +62,9 @@ def slug(text: str) -> str:
 
 
 def baseline_path(root: Path, hardware: str, model: str, engine: str) -> Path:
-    return root / slug(hardware) / slug(model) / f"{slug(engine)}.yaml"
+    from pytest_llmperf.modelkey import model_folder
+
+    return model_folder(root, slug(hardware), model, f"{slug(engine)}.yaml")
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -290,6 +293,7 @@ def record_entry(
     """
     from filelock import FileLock, Timeout
 
+    path = write_target(path)  # a linked baseline is updated where it lives
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path.with_name(f".{path.name}.lock")))
     try:
@@ -324,7 +328,7 @@ def record_entry(
         if variant is not None:
             document["variants"][variant] = _ordered(section, _VARIANT_ORDER)
         _remove_stale_temporaries(path)
-        write_atomically(path, dump_document(document))
+        write_atomically(path, redact.text(dump_document(document)))
     finally:
         lock.release()
 
@@ -339,8 +343,9 @@ class GateSettings:
     tolerance_scale: float = 1.0  # multiplies every tolerance
     # A change within this many standard errors of the difference is noise, whatever the
     # tolerance. 2, not 3: a regression is measured again before it fails (confirm reruns),
-    # so a first look may be quicker to suspect; on the CPU server (CV 7-9 %) 3 let a
-    # median of 5 runs catch a 20 % slowdown in 16 gates of 20, 2 in 19 (docs/noise.md).
+    # so a first look may be quicker to suspect. With k = 2 tests/bench/noise_table.py
+    # measured 1 false alarm in 20 unchanged very-long gates and 20 of 20 slowdowns of
+    # +10 % or more caught (docs/noise.md, "How often the gate is wrong").
     spread_factor: float = 2.0
     default_tolerances: Mapping[str, float] | None = None
     # A latency (``*_ms``) that moved by less than this many milliseconds did not move: a

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_llmperf import baseline, fingerprint, placement
 from pytest_llmperf.ledger import ProfileResult
+from pytest_llmperf.modelkey import check_model
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
 from pytest_llmperf.profiles import WorkloadProfile
 from pytest_llmperf.runner import Measurement, Target
@@ -136,6 +137,8 @@ def run_gate(
     # Read the baseline before measuring: a malformed file fails the test at once, not
     # after minutes of load whose numbers could not be compared or recorded anyway.
     variant = _variant_key(request.target)
+    for candidate in dict.fromkeys((places.named, places.own)):
+        check_model(candidate, _model_key(request.target))
     found = placement.find(places, request.profile.name, variant, request.machine)
     entry, path = found.entry, found.path
     runs = measure_round()

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.atomic import append_text
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.ledger import ProfileResult
 
@@ -78,7 +78,10 @@ def append(path: Path, records: Iterable[Mapping[str, Any]], *, lock_timeout: fl
     """Append the records as JSON lines; returns how many were written."""
     from filelock import FileLock, Timeout
 
+    from pytest_llmperf import redact
+
     text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+    text = redact.text(text)
     if not text:
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -93,15 +96,7 @@ def append(path: Path, records: Iterable[Mapping[str, Any]], *, lock_timeout: fl
     try:
         # One O_APPEND write of whole lines; the lock also covers file systems (NFS) where
         # O_APPEND alone does not keep concurrent writers apart.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            data = text.encode("utf-8")
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_text(path, text)
     finally:
         lock.release()
     return text.count("\n")

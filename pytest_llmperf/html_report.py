@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import datetime
 import html
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.escape import plot_text
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.models import Direction, MetricComparison
 from pytest_llmperf.tables import Table, VariantRow, key_comparisons, variant_table
@@ -82,8 +84,10 @@ def _colours(labels: Sequence[str]) -> dict[str, str]:
 
 
 def _div(figure: Any, name: str) -> str:
+    # The id lands in an attribute and in the script that draws the plot: letters only.
+    div_id = "plot-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
     body = figure.to_html(
-        full_html=False, include_plotlyjs=False, div_id=f"plot-{name}", config=PLOT_CONFIG
+        full_html=False, include_plotlyjs=False, div_id=div_id, config=PLOT_CONFIG
     )
     return f'<div class="llmperf-plot" data-plot="{html.escape(name)}">{body}</div>'
 
@@ -112,8 +116,8 @@ def latency_figure(profile: str, results: Sequence[ProfileResult], colours: dict
             figure.add_trace(
                 go.Box(
                     y=values,
-                    name=result.label,
-                    legendgroup=result.label,
+                    name=plot_text(result.label),
+                    legendgroup=plot_text(result.label),
                     showlegend=column == 1,
                     marker_color=colours[result.label],
                     boxpoints=False,
@@ -122,7 +126,9 @@ def latency_figure(profile: str, results: Sequence[ProfileResult], colours: dict
                 col=column,
             )
     figure.update_layout(
-        title=f"{profile}: latency distributions", height=380, margin={"t": 70, "b": 40}
+        title=plot_text(f"{profile}: latency distributions"),
+        height=380,
+        margin={"t": 70, "b": 40},
     )
     return figure
 
@@ -164,8 +170,10 @@ def baseline_figure(result: ProfileResult) -> Any:
             )
         )
     figure.update_layout(
-        title=f"{result.label}/{result.profile}: {result.verdict.outcome.value} "
-        f"(measured against baseline, %)",
+        title=plot_text(
+            f"{result.label}/{result.profile}: {result.verdict.outcome.value} "
+            f"(measured against baseline, %)"
+        ),
         height=120 + 24 * len(rows),
         margin={"l": 180, "t": 60, "b": 40},
         legend={"orientation": "h", "y": -0.15},
@@ -191,12 +199,12 @@ def throughput_figure(
                 y=[*values, *values[-1:]],
                 mode="lines",
                 line_shape="hv",
-                name=result.label,
+                name=plot_text(result.label),
                 line_color=colours[result.label],
             )
         )
     figure.update_layout(
-        title=f"{profile}: output tokens per second over the run",
+        title=plot_text(f"{profile}: output tokens per second over the run"),
         xaxis_title="seconds since the first request",
         yaxis_title="output tok/s",
         height=340,
@@ -223,15 +231,18 @@ def trend_figure(items: Sequence[Mapping[str, Any]]) -> Any:
         for row, metric in ((1, "total_token_throughput"), (2, "mean_tpot_ms")):
             figure.add_trace(
                 go.Scatter(
-                    x=[item["timestamp"] for item in points],
+                    x=[plot_text(str(item["timestamp"])) for item in points],
                     y=[(item.get("metrics") or {}).get(metric) for item in points],
                     mode="lines+markers",
-                    name=key,
-                    legendgroup=key,
+                    # A shared history file is not ours: its names reach plotly's HTML-ish
+                    # labels escaped, and never its template language.
+                    name=plot_text(key),
+                    legendgroup=plot_text(key),
                     showlegend=row == 1,
                     line_color=colours[key],
-                    text=[str(item.get("git_commit") or "")[:10] for item in points],
-                    hovertemplate="%{x}<br>%{y:,.2f}<br>commit %{text}<extra>" + key + "</extra>",
+                    text=[plot_text(str(item.get("git_commit") or "")[:10]) for item in points],
+                    hovertemplate="%{x}<br>%{y:,.2f}<br>commit %{text}<extra>%{fullData.name}"
+                    "</extra>",
                 ),
                 row=row,
                 col=1,

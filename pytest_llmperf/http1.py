@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import re
 import ssl
 from collections.abc import AsyncIterator
 
@@ -543,10 +544,20 @@ def _chunk_size(line: bytes) -> int:
         raise httpx.RemoteProtocolError(f"malformed chunk size line {line[:40]!r}") from None
 
 
+_UNSAFE_IN_HEADER = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def _request_head(request: httpx.Request, body_length: int) -> bytes:
     lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
     has_length = False
     for name, value in request.headers.raw:
+        if _UNSAFE_IN_HEADER.search(name + value):
+            # Written raw, a line break would end this header and start one of the value's
+            # choosing (header injection); h11 refuses these too.
+            raise httpx.LocalProtocolError(
+                f"header {name.decode('ascii', 'replace')!r}: its value holds a line break or "
+                f"another control character"
+            )
         lower = name.lower()
         if lower == b"transfer-encoding":
             continue  # the body is sent whole, with a Content-Length

@@ -46,6 +46,7 @@ class ProfileResult:
 class Ledger:
     results: list[ProfileResult] = field(default_factory=list)
     failed_starts: dict[str, str] = field(default_factory=dict)  # variant -> error line
+    output_errors: list[str] = field(default_factory=list)  # reports that could not be written
 
     def add(self, result: ProfileResult) -> None:
         self.results.append(result)

@@ -53,6 +53,7 @@ import httpx
 
 from pytest_llmperf.engines.base import RequestQuirks
 from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.escape import printable
 from pytest_llmperf.http1 import StreamingTransport
 from pytest_llmperf.models import RequestRecord, SampleRequest
 from pytest_llmperf.sse import SSEParser
@@ -200,7 +201,8 @@ def _encode(payload: dict[str, Any]) -> bytes:
 
 
 def _one_line(text: str, secret: str | None) -> str:
-    text = " ".join(text.split())
+    # The server's words: no escape sequences or control characters reach a log or report.
+    text = " ".join(printable(text).split())
     if secret:
         text = text.replace(secret, "***")
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
@@ -465,7 +467,9 @@ async def _drive(
 
 
 def _client(config: LoadConfig, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
-    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+    from pytest_llmperf.redact import SecretHeaders
+
+    headers = SecretHeaders({"Content-Type": "application/json", "Accept-Encoding": "identity"})
     if config.api_key:
         headers["Authorization"] = f"Bearer {config.api_key}"
     return httpx.AsyncClient(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_llmperf.escape import md_code, md_text
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.models import Outcome
 from pytest_llmperf.tables import (
@@ -56,15 +57,18 @@ def results_table(results: Sequence[ProfileResult], marks: tuple[str, str] = ("â
 
 
 def _details(result: ProfileResult) -> list[str]:
-    lines = [f"#### {result.label}/{result.profile}: {result.verdict.outcome.value}", ""]
-    lines.extend(f"- {note}" for note in (*result.verdict.notes, *result.notes))
-    lines.extend(f"- failed request: `{error}`" for error in result.errors)
+    # Notes and errors quote servers (their error messages) and files (names): escaped, so
+    # that no server can put a link or an image into the job's summary page.
+    title = md_text(f"{result.label}/{result.profile}: {result.verdict.outcome.value}")
+    lines = [f"#### {title}", ""]
+    lines.extend(f"- {md_text(note)}" for note in (*result.verdict.notes, *result.notes))
+    lines.extend(f"- failed request: {md_code(error)}" for error in result.errors)
     if result.verdict.comparisons:
         lines.append("")
         lines.append(comparison_grid(key_comparisons(result.verdict.comparisons)).markdown())
     lines.append("")
-    lines.append(f"baseline: `{result.baseline_file}`  ")
-    lines.append(f"command: `{result.command}`")
+    lines.append(f"baseline: {md_code(result.baseline_file)}  ")
+    lines.append(f"command: {md_code(result.command)}")
     lines.append("")
     return lines
 
@@ -91,10 +95,14 @@ def session_markdown(
     if ledger.failed_starts:
         lines.append("**Failed to start:**")
         lines.append("")
-        lines.extend(f"- `{name}`: `{error}`" for name, error in ledger.failed_starts.items())
+        lines.extend(
+            f"- {md_code(name)}: {md_code(error)}" for name, error in ledger.failed_starts.items()
+        )
         lines.append("")
     if len({row.variant for row in comparison}) > 1:
-        lines.append(f"### Against {reference}: total token throughput and mean TPOT")
+        lines.append(
+            f"### Against {md_text(reference or '')}: total token throughput and mean TPOT"
+        )
         lines.append("")
         lines.append(variant_table(comparison, reference).markdown())
         lines.append("")

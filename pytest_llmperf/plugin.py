@@ -6,8 +6,6 @@ everything heavy (httpx, numpy, the runner) is imported inside hooks and fixture
 
 from __future__ import annotations
 
-import os
-import shlex
 import signal
 import sys
 import tempfile
@@ -79,7 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS] = settings
     if not settings.active:
         return
-    from pytest_llmperf import fingerprint, hardware
+    from pytest_llmperf import fingerprint, hardware, redact
+
+    redact.remember_settings(settings)
     from pytest_llmperf.ledger import Ledger
 
     config.stash[LEDGER] = Ledger()
@@ -118,7 +118,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     try:
-        text = dry_run(settings, Path(tempfile.mkdtemp(prefix="llmperf-dry-run-")))
+        # Nothing is written there in a dry run; the folder only names generated files.
+        with tempfile.TemporaryDirectory(prefix="llmperf-dry-run-") as work:
+            text = dry_run(settings, Path(work))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     if tr is not None:
@@ -240,14 +242,20 @@ def llmperf_engine_name(request: pytest.FixtureRequest, llmperf_settings: Settin
 
 
 def _auth_headers(settings: Settings) -> tuple[dict[str, str], str | None]:
+    """The Authorization header and the key, both of types whose repr masks the key."""
+    from pytest_llmperf import redact
+
     if not settings.api_key_env:
-        return {}, None
-    key = os.environ.get(settings.api_key_env)
-    if not key:
+        return redact.SecretHeaders(), None
+    try:
+        key = redact.api_key(settings.api_key_env)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if key is None:
         raise pytest.UsageError(
             f"--llmperf-api-key-env: the environment variable {settings.api_key_env} is not set"
         )
-    return {"Authorization": f"Bearer {key}"}, key
+    return redact.auth_headers(key), key
 
 
 @pytest.fixture(scope="session")
@@ -275,7 +283,7 @@ def llmperf_target(
     try:
         target = session.start()
     except LLMPerfError as exc:
-        failure = str(exc)
+        failure = _shown(str(exc))
     if failure is not None:  # failed outside the except block: no chained traceback
         ledger.failed_starts[llmperf_engine_name] = failure.splitlines()[0]
         session.stop()
@@ -382,7 +390,7 @@ class LLMPerf:
                 ),
             )
         except LLMPerfError as exc:
-            failure = str(exc)
+            failure = _shown(str(exc))
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         self._publish(result)
@@ -407,13 +415,15 @@ class LLMPerf:
         failing = verdict.failed or (verdict.outcome is Outcome.IMPROVED and self.settings.strict)
         if not failing:
             return
-        message = verdict_message(
-            verdict,
-            profile=result.profile,
-            engine=result.engine,
-            baseline_file=result.baseline_file,
-            accept_command=_accept_command(self._request.config, result.profile),
-            verbose=self._request.config.get_verbosity() > 0,
+        message = _shown(
+            verdict_message(
+                verdict,
+                profile=result.profile,
+                engine=result.engine,
+                baseline_file=result.baseline_file,
+                accept_command=_accept_command(self._request.config, result.profile),
+                verbose=self._request.config.get_verbosity() > 0,
+            )
         )
         if self.settings.warn_only:
             self._request.node.warn(pytest.PytestWarning(message))
@@ -437,7 +447,18 @@ def _accept_command(config: pytest.Config, profile: str) -> str:
         if arg.startswith(("--llmperf-profile=", "--profile=")):
             continue
         args.append(arg)
-    return shlex.join(["pytest", *args, "--llmperf-profile", profile, "--update-baselines"])
+    from pytest_llmperf import redact
+
+    return redact.command(["pytest", *args, "--llmperf-profile", profile, "--update-baselines"])
+
+
+def _shown(text: str) -> str:
+    """Text of ours that quotes engines and servers, as it may be printed: no credentials,
+    no terminal escape sequences."""
+    from pytest_llmperf import redact
+    from pytest_llmperf.escape import printable
+
+    return redact.text(printable(text))
 
 
 def _progress_printer(config: pytest.Config, profile: WorkloadProfile) -> Any:
@@ -485,7 +506,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in terminal_lines(
         ledger, verbose=config.get_verbosity() > 0, settings=config.stash[SETTINGS]
     ):
-        terminalreporter.write_line(line)
+        terminalreporter.write_line(_shown(line))
+    for problem in ledger.output_errors:
+        terminalreporter.write_line(f"ERROR: {_shown(problem)}", red=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -497,3 +520,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from pytest_llmperf.summary import write_outputs
 
     write_outputs(ledger, settings, hardware=config.stash[HARDWARE])
+    if ledger.output_errors and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a report asked for is missing

@@ -9,16 +9,17 @@ repeated profile is not served from cache.
 from __future__ import annotations
 
 import dataclasses
-import shlex
+import secrets
 import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from pytest_llmperf import redact
 from pytest_llmperf.engines import LaunchRequest, get_engine
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, ResetAnswer
 from pytest_llmperf.errors import ConfigError, EngineStartError
@@ -27,12 +28,13 @@ from pytest_llmperf.profiles import WorkloadProfile
 from pytest_llmperf.server import EngineServer, engine_version
 from pytest_llmperf.settings import Settings
 
+if TYPE_CHECKING:
+    from pytest_llmperf.loadgen import LoadConfig
+
 EMBEDDED_SERVED_NAME = "tiny-qwen3"
 EMBEDDED_ENGINE_ARGS = ("--served-model-name", EMBEDDED_SERVED_NAME, "--max-model-len", "40960")
 # vLLM's CPU build asks for 92 % of memory by default; 1 GiB of KV cache holds 2M tiny tokens.
 EMBEDDED_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-# Only in dev mode does vLLM offer POST /reset_prefix_cache, which repeats of a profile need.
-VLLM_DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 # A reset refused because blocks are still held (the warm-up's last requests finishing) is
 # tried again after these pauses, in seconds.
 RESET_RETRY_PAUSES = (0.25, 0.5, 1.0, 2.0, 2.0)
@@ -127,10 +129,8 @@ def plan_launch(
     request = launch_request(settings, engine, port=free_port(), config_dir=config_dir, model=model)
     plan = spec.plan(request)
     extra_env: dict[str, str] = {}
-    if engine == "vllm":
-        extra_env.update(VLLM_DEV_MODE_ENV)
-        if settings.model is None:
-            extra_env.update(EMBEDDED_ENV)
+    if engine == "vllm" and settings.model is None:
+        extra_env.update(EMBEDDED_ENV)
     if extra_env:
         plan = dataclasses.replace(plan, env={**extra_env, **plan.env})
     return spec, plan, model
@@ -213,7 +213,7 @@ class EngineSession:
             base_url=plan.base_url,
             served_model=name,
             model=model,
-            command=shlex.join(plan.argv),
+            command=redact.command(plan.argv),
             version=version,
             server=server,
             embedded=settings.model is None,
@@ -242,7 +242,7 @@ class EngineSession:
             base_url=base,
             served_model=name,
             model=model,
-            command=f"(external) {base}",
+            command=f"(external) {redact.url(base)}",
             version=version,
             variant=self.variant,
         )
@@ -263,7 +263,9 @@ class EngineSession:
                 if problem is None:
                     return
                 if time.monotonic() >= deadline:
-                    raise EngineStartError(f"--endpoint {base} is not serving ({problem})")
+                    raise EngineStartError(
+                        redact.text(f"--endpoint {base} is not serving ({problem})")
+                    )
                 time.sleep(0.5)
 
     def stop(self) -> None:
@@ -422,15 +424,18 @@ def measure(
     )
     notes: list[str] = []
     if settings.warmups:
-        warmup = loadgen.run_load(config, _warmup_requests(requests, settings.warmups))
+        warmup = loadgen.run_load(
+            salted(config, target.spec), _warmup_requests(requests, settings.warmups)
+        )
         if not any(record.success for record in warmup.records):
             target.check_serving()
             first = next((r.error for r in warmup.records if r.error), "no response")
             raise EngineStartError(f"every warm-up request failed: {first}")
-    note = reset_prefix_cache(target, headers)
+    # A salted engine needs no reset: the next run's salt keys a cache of its own.
+    note = None if target.spec.prefix_cache_salt else reset_prefix_cache(target, headers)
     if note:
         notes.append(note)
-    result = loadgen.run_load(config, requests, progress=progress)
+    result = loadgen.run_load(salted(config, target.spec), requests, progress=progress)
     if all(record.success for record in result.records):
         target.check_alive()
     else:
@@ -445,6 +450,15 @@ def measure(
         series=series.summarize(result.records),
         samples=metrics.sample_counts(result.records),
     )
+
+
+def salted(config: LoadConfig, spec: EngineSpec) -> LoadConfig:
+    """``config`` with a fresh prefix-cache salt, for an engine that takes one: a run's
+    requests share their cache as with vllm bench, but nothing another run left there."""
+    if not spec.prefix_cache_salt:
+        return config
+    salt = {"cache_salt": secrets.token_hex(16)}
+    return dataclasses.replace(config, extra_body={**config.extra_body, **salt})
 
 
 def _warmup_requests(requests: Sequence[SampleRequest], count: int) -> list[SampleRequest]:
@@ -484,7 +498,8 @@ def dry_run(settings: Settings, work_dir: Path) -> str:
     for variant in settings.variants or from_engines(settings.engines):
         engine, name, chosen = variant.engine, variant.name, settings_for(settings, variant)
         if engine == "external" or chosen.endpoint:
-            sections.append(f"[{name}] nothing is started; requests go to {chosen.endpoint}")
+            shown = redact.url(chosen.endpoint or "")
+            sections.append(f"[{name}] nothing is started; requests go to {shown}")
             continue
         spec, plan, _ = plan_launch(chosen, engine, work_dir / name)
         sections.append(f"[{name}]\n{describe_plan(spec, plan)}")

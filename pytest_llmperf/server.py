@@ -29,8 +29,10 @@ from types import TracebackType
 
 import httpx
 
+from pytest_llmperf import redact
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
 from pytest_llmperf.errors import EngineDiedError, EngineStartError
+from pytest_llmperf.escape import printable
 from pytest_llmperf.warden import descendants_of, is_alive, live_processes
 
 LOG_TAIL_LINES = 20
@@ -123,7 +125,9 @@ def tail_lines(path: Path, count: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return "(no log)"
     lines = [line for line in text.splitlines() if not _LOG_NOISE.match(line)]
-    return "\n".join(lines[-count:])
+    # The tail is quoted in errors that reach the terminal, junitxml and the reports: no
+    # credentials the engine echoed (vLLM logs its arguments), no escape sequences.
+    return redact.text(printable("\n".join(lines[-count:])))
 
 
 class EngineServer:

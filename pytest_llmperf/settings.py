@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf import rootdir_guard
+from pytest_llmperf import redact, rootdir_guard
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.variants import Variant, from_engines, load_variants
 
@@ -394,10 +394,11 @@ def resolve(config: pytest.Config) -> Settings:
     num_prompts = _get(config, "num_prompts")
     baseline_dir = _get(config, "baseline_dir")
     api_key_env = _get(config, "api_key_env")
-    if api_key_env is not None and not str(api_key_env).isidentifier():
+    if api_key_env is not None and not redact.looks_like_variable_name(str(api_key_env)):
         raise ConfigError(
             "--llmperf-api-key-env: expected the NAME of an environment variable, got a value "
-            "that is not a variable name (the key itself must not go on the command line)"
+            "that is not a variable name or looks like a token (the key itself must not go on "
+            "the command line)"
         )
 
     def optional_path(name: str) -> Path | None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.atomic import write_atomically
+from pytest_llmperf import redact
+from pytest_llmperf.atomic import append_text, write_atomically
+from pytest_llmperf.errors import LLMPerfError
 from pytest_llmperf.ledger import Ledger, ProfileResult
 from pytest_llmperf.settings import Settings
 from pytest_llmperf.tables import VariantRow, variant_table, verdict_summary
@@ -236,7 +239,7 @@ def _now() -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    write_atomically(path, text)
+    write_atomically(path, redact.text(text))
 
 
 def markdown_target(settings: Settings, environ: Mapping[str, str]) -> tuple[Path, bool] | None:
@@ -246,6 +249,18 @@ def markdown_target(settings: Settings, environ: Mapping[str, str]) -> tuple[Pat
         return settings.summary_path, False
     step_summary = environ.get("GITHUB_STEP_SUMMARY")
     return (Path(step_summary), True) if step_summary else None
+
+
+@contextlib.contextmanager
+def _reported(ledger: Ledger, what: str, path: Path) -> Iterator[None]:
+    """Write one output; a failure (a lock timeout, a full disk, a refused link) is kept in
+    the ledger for the terminal summary instead of ending the session in an INTERNALERROR
+    that skips the outputs after it."""
+    try:
+        yield
+    except (LLMPerfError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        ledger.output_errors.append(f"{what} was not written to {path}: {reason}")
 
 
 def write_outputs(
@@ -269,60 +284,63 @@ def write_outputs(
     comparison = comparison_rows(ledger, names) if len(names) > 1 else []
     written: list[Path] = []
     if settings.json_path is not None:
-        document = session_document(
-            ledger,
-            hardware=hardware,
-            root=root,
-            created=created,
-            git_commit=commit,
-            reference=reference,
-        )
-        _write(settings.json_path, json.dumps(document, indent=2) + "\n")
-        written.append(settings.json_path)
+        with _reported(ledger, "the results JSON", settings.json_path):
+            document = session_document(
+                ledger,
+                hardware=hardware,
+                root=root,
+                created=created,
+                git_commit=commit,
+                reference=reference,
+            )
+            _write(settings.json_path, json.dumps(document, indent=2) + "\n")
+            written.append(settings.json_path)
     target = markdown_target(settings, os.environ if environ is None else environ)
     if target is not None:
-        from pytest_llmperf.markdown import session_markdown
+        with _reported(ledger, "the Markdown summary", target[0]):
+            from pytest_llmperf.markdown import session_markdown
 
-        path, append = target
-        text = session_markdown(
-            ledger, hardware=hardware, comparison=comparison, reference=reference
-        )
-        if append:
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(text + "\n")
-        else:
-            _write(path, text + "\n")
-        written.append(path)
+            path, append = target
+            text = session_markdown(
+                ledger, hardware=hardware, comparison=comparison, reference=reference
+            )
+            if append:
+                append_text(path, redact.text(text) + "\n")
+            else:
+                _write(path, text + "\n")
+            written.append(path)
     history: list[dict[str, Any]] = []
     if settings.history_path is not None:
-        from pytest_llmperf import history as history_file
+        with _reported(ledger, "the history", settings.history_path):
+            from pytest_llmperf import history as history_file
 
-        history_file.append(
-            settings.history_path,
-            [
-                history_file.record(
-                    r, timestamp=created, git_commit=commit, plugin_version=__version__
-                )
-                for r in ledger.results
-            ],
-        )
-        history = history_file.read(settings.history_path)
-        written.append(settings.history_path)
+            history_file.append(
+                settings.history_path,
+                [
+                    history_file.record(
+                        r, timestamp=created, git_commit=commit, plugin_version=__version__
+                    )
+                    for r in ledger.results
+                ],
+            )
+            history = history_file.read(settings.history_path)
+            written.append(settings.history_path)
     if settings.html_path is not None:
-        from pytest_llmperf import html_report
+        with _reported(ledger, "the HTML report", settings.html_path):
+            from pytest_llmperf import html_report
 
-        page = html_report.render(
-            ledger,
-            hardware=hardware,
-            comparison=comparison,
-            reference=reference,
-            history=history,
-            meta={
-                "created": created,
-                "plugin": __version__,
-                "git commit": commit,
-            },
-        )
-        _write(settings.html_path, page)
-        written.append(settings.html_path)
+            page = html_report.render(
+                ledger,
+                hardware=hardware,
+                comparison=comparison,
+                reference=reference,
+                history=history,
+                meta={
+                    "created": created,
+                    "plugin": __version__,
+                    "git commit": commit,
+                },
+            )
+            _write(settings.html_path, page)
+            written.append(settings.html_path)
     return written

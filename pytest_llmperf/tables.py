@@ -82,7 +82,9 @@ class Table:
 
 
 def md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    from pytest_llmperf.escape import md_text
+
+    return md_text(str(text))
 
 
 def comparison_grid(comparisons: Sequence[MetricComparison], *, gated_only: bool = False) -> Table:

@@ -18,7 +18,6 @@ VLLM_TEST_ENV = {
     "HF_HUB_OFFLINE": "1",
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "TOKENIZERS_PARALLELISM": "false",
-    "VLLM_SERVER_DEV_MODE": "1",  # POST /reset_prefix_cache, as the plugin starts vLLM
 }
 
 

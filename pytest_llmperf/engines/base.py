@@ -97,6 +97,9 @@ class EngineSpec:
     version_key: ClassVar[str] = "version"  # the JSON key holding it in that answer
     # How to empty the prefix cache between warm-up and measurement; None where the engine
     # has no way, and then no_cache_reset says why (it goes into the result's notes).
+    # Requests take a ``cache_salt`` that keys the prefix cache (vLLM): each run sends a
+    # fresh one, so no run is served from what another left, and no reset route is needed.
+    prefix_cache_salt: ClassVar[bool] = False
     cache_reset: ClassVar[CacheReset | None] = None
     no_cache_reset: ClassVar[str] = "the engine offers no way to reset it"
     # A server that runs already (--endpoint) is ready once /v1/models answers and this path

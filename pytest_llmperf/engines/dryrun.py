@@ -9,12 +9,18 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from pytest_llmperf import redact
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, LaunchRequest
 
 
 def command_line(argv: Sequence[str]) -> str:
-    """The argv as one line a POSIX shell would split back into the same argv."""
-    return shlex.join(argv)
+    """The argv as one line a POSIX shell would split back into the same argv, with the
+    values of secret-bearing options masked (the line is printed, the engine gets the argv)."""
+    return redact.command(argv)
+
+
+def _shown(name: str, value: str) -> str:
+    return redact.MASK if redact.is_secret_name(name) else redact.text(value)
 
 
 def describe_plan(spec: EngineSpec, plan: LaunchPlan) -> str:
@@ -25,7 +31,8 @@ def describe_plan(spec: EngineSpec, plan: LaunchPlan) -> str:
         lines.append(f"command: {command_line(plan.argv)}")
     if plan.env:
         lines.append("environment added by the plugin:")
-        lines += [f"  {name}={shlex.quote(value)}" for name, value in sorted(plan.env.items())]
+        env = sorted(plan.env.items())
+        lines += [f"  {name}={shlex.quote(_shown(name, value))}" for name, value in env]
     else:
         lines.append("environment added by the plugin: (none)")
     for folder in plan.directories:
@@ -33,9 +40,9 @@ def describe_plan(spec: EngineSpec, plan: LaunchPlan) -> str:
     for path, content in plan.files.items():
         lines.append(f"file written before the start: {path}")
         lines.append(f"----- begin {path.name} -----")
-        lines.append(content.rstrip("\n"))
+        lines.append(redact.text(content.rstrip("\n")))
         lines.append(f"----- end {path.name} -----")
-    lines.append(f"API: {plan.base_url}/v1")
+    lines.append(f"API: {redact.url(plan.base_url)}/v1")
     lines.append(f"ready when: GET {plan.health_url} answers 200")
     return "\n".join(lines) + "\n"
 

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, distribution
 from typing import ClassVar
 
-from pytest_llmperf.engines.base import (
-    CacheReset,
-    EngineSpec,
-    LaunchPlan,
-    LaunchRequest,
-    ResetAnswer,
-)
+from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, LaunchRequest
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -40,24 +33,10 @@ class VLLMEngine(EngineSpec):
     health_path = "/health"
     ready_log_line = "Application startup complete."
     version_paths: ClassVar[tuple[str, ...]] = ("/version",)
-    cache_reset: ClassVar[CacheReset | None] = CacheReset(
-        "POST",
-        "/reset_prefix_cache",
-        unavailable_hint=" (vLLM offers it only with VLLM_SERVER_DEV_MODE=1)",
-    )
-
-    def reset_answer(self, status_code: int, body: str) -> ResetAnswer:
-        """0.32 answers 200 ``{"success": false}`` while blocks are held (retry); 0.11 answers
-        200 with no body whether or not the reset worked."""
-        if status_code >= 300:
-            return ResetAnswer.UNAVAILABLE
-        try:
-            success = json.loads(body).get("success")
-        except (ValueError, AttributeError):
-            success = None
-        if success is None:
-            return ResetAnswer.UNCONFIRMED
-        return ResetAnswer.DONE if success is True else ResetAnswer.BUSY
+    # POST /reset_prefix_cache exists only in dev mode (VLLM_SERVER_DEV_MODE=1), which also
+    # opens /collective_rpc, /sleep and weight updates on the port, unguarded by --api-key.
+    # The plugin never turns it on: every run salts the prefix cache instead.
+    prefix_cache_salt: ClassVar[bool] = True
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable

@@ -58,6 +58,17 @@ MODEL_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
 )
+# sha256 of each file exactly as generate() writes it (the recipe above, GENERATOR_VERSION 2).
+# The cache may be shared (a CI cache restored on every job): a folder whose files differ was
+# not made by this recipe, is never served, and is replaced. Change these with the recipe.
+FILE_DIGESTS: dict[str, str] = {
+    "config.json": "c884f4d28545bfa349e8fe08a042c770bb0a30c2b0469f0329d128bf0882450d",
+    "generation_config.json": "5b326179b109aca701ee58452c03433d8374372c078ec4de9b0d54b0ecdbd31b",
+    "model.safetensors": "89a3c3f69c47498a0c6bf4b5373964494629d573084a48ad9536ee4dbc3a8c74",
+    "tokenizer.json": "14ce9b5c8b12bc855b7e9473128679786580225284e3873ec4ec77fffab0b6ab",
+    "tokenizer_config.json": "a553a9b74d1985d8e9533e5c8c7f226d91c3715e833f44b05f199d358682c8e7",
+    "special_tokens_map.json": "903b2e6d39d7eebaf193b2051bcbd9fec59c43880be0bcf620dffb623d63ff45",
+}
 
 
 def corpus_text() -> str:
@@ -216,27 +227,69 @@ def files_digest(model_dir: Path) -> str:
     return digest.hexdigest()
 
 
+def mismatched_files(model_dir: Path) -> list[str]:
+    """The model files of ``model_dir`` that are missing or differ from the recipe's."""
+    bad = []
+    for name, expected in FILE_DIGESTS.items():
+        path = model_dir / name
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+        except OSError:
+            digest = ""
+        if digest != expected:
+            bad.append(name)
+    return bad
+
+
 def ensure_tiny_model(cache_dir: Path | None = None) -> Path:
     """Return the folder of the tiny model, generating it once per recipe.
 
-    Safe when several processes ask at once: generation happens in a private temporary folder
-    under a file lock and is moved into place with one rename.
+    A cached folder is used only when every file has the recipe's digest; otherwise (damaged,
+    or planted in a shared cache) it is replaced. Safe when several processes ask at once:
+    generation happens in a private temporary folder under a file lock and is moved into
+    place with one rename.
     """
     from filelock import FileLock
 
     root = cache_dir or default_cache_dir()
     target = root / f"{MODEL_NAME}-{_recipe_digest()}"
-    if (target / "model.safetensors").exists():
+    if not target.is_symlink() and not mismatched_files(target):
         return target
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f".{target.name}.lock")):
-        if (target / "model.safetensors").exists():
+        if not target.is_symlink() and not mismatched_files(target):
             return target
         scratch = Path(tempfile.mkdtemp(prefix=".tiny-", dir=root))
         try:
             generate(scratch)
+            _check_generated(scratch)
             scratch.chmod(0o755)  # mkdtemp makes it private; the model is for every user
+            _remove(target)
             os.replace(scratch, target)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+def _check_generated(folder: Path) -> None:
+    bad = mismatched_files(folder)
+    if bad:
+        from pytest_llmperf.errors import ConfigError
+
+        raise ConfigError(
+            f"the embedded tiny model generated here differs from its recipe in "
+            f"{', '.join(bad)} (a tokenizers, numpy or safetensors release that writes other "
+            f"bytes?); its baselines would not apply. Install the versions of the 'engine' "
+            f"extra, or name a model with --model"
+        )
+
+
+def _remove(target: Path) -> None:
+    """Take a cached folder that failed its digests out of the way (renamed first, so no
+    reader sees it half deleted)."""
+    if target.is_symlink():
+        target.unlink()
+    elif target.exists():
+        stale = target.with_name(f".stale-{target.name}-{os.getpid()}")
+        os.replace(target, stale)
+        shutil.rmtree(stale, ignore_errors=True)

@@ -41,6 +41,7 @@ from tests.reliability import baseline_writer  # noqa: E402
 from tests.reliability.helpers import (  # noqa: E402
     PERF_TEST,
     PROFILES_YAML,
+    REPORTS,
     InnerRun,
     Project,
     damaged_files,
@@ -607,16 +608,7 @@ def api_key(lab: Lab) -> Row:
     names = entry_names(project.baselines)
     echo = Fault("status", status=401, message="bad key {authorization}")
     lab.proxy.set_plan(FaultPlan(requests={3: echo}))
-    reports = [
-        "--llmperf-api-key-env=LLMPERF_TABLE_KEY",
-        "--llmperf-json=out/results.json",
-        "--llmperf-summary=out/summary.md",
-        "--llmperf-html=out/report.html",
-        "--llmperf-history=out/history.jsonl",
-        "--junitxml=out/junit.xml",
-        "--basetemp=tmp",
-        "-v",
-    ]
+    reports = ["--llmperf-api-key-env=LLMPERF_TABLE_KEY", *REPORTS]
     env = {"LLMPERF_TABLE_KEY": key}
     runs = [
         run_pytest(

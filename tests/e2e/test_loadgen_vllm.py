@@ -1,4 +1,9 @@
-"""The load generator against a real vLLM server (CPU build, embedded tiny model)."""
+"""The load generator against a real vLLM server (CPU build, embedded tiny model).
+
+vLLM sends one chunk per token while the client keeps up, and merges tokens into fewer
+chunks when its engine runs ahead (on two busy cores it may send a whole answer in one,
+docs/noise.md): chunk counts are bounded, never exact; the token count (usage) is exact.
+"""
 
 from __future__ import annotations
 
@@ -43,7 +48,7 @@ def stream(server: object, endpoint: str) -> tuple[RequestRecord, ...]:
 @pytest.mark.e2e
 def test_completions_stream_from_vllm(vllm_server: object) -> None:
     for record in stream(vllm_server, COMPLETIONS_ENDPOINT):
-        assert record.chunks == OUTPUT_LEN  # one chunk per token
+        assert 1 <= record.chunks <= OUTPUT_LEN  # at most one chunk per token
 
 
 @pytest.mark.e2e
@@ -51,8 +56,10 @@ def test_chat_stream_from_vllm_starts_with_the_role_chunk(vllm_server: object) -
     chat = stream(vllm_server, CHAT_ENDPOINT)
     completions = stream(vllm_server, COMPLETIONS_ENDPOINT)
     for record in chat:
-        assert record.chunks == OUTPUT_LEN + 1  # the role chunk counts as the first token
-        assert len(record.itl) == OUTPUT_LEN
+        # The role chunk comes alone, first, and counts as the first token; then at least
+        # one content chunk.
+        assert 2 <= record.chunks <= OUTPUT_LEN + 1
+        assert len(record.itl) == record.chunks - 1
         assert record.itl[0] < record.ttft  # first content right after the role chunk
     # The server counts the chat template's tokens too.
     assert all(c.prompt_len > p.prompt_len for c, p in zip(chat, completions, strict=True))

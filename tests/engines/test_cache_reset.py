@@ -1,8 +1,8 @@
 """The prefix-cache reset between warm-up and measurement, as each engine's spec describes it.
 
-vLLM runs here for real, but making it hold blocks at the right moment is not something a test
-can do reliably, so its answers (0.32's ``{"success": false}`` while blocks are held, 0.11's
-empty 200) come from a small server in the test. SGLang and llama.cpp are their stand-ins.
+An answer that reports success in a flag (``{"success": false}`` while blocks are held, an
+empty 200 from older releases, as vLLM's dev-only route answers) comes from a small server in
+the test; SGLang and llama.cpp are their stand-ins. vLLM itself is salted, not reset.
 """
 
 from __future__ import annotations
@@ -11,12 +11,19 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from pytest_llmperf import runner
 from pytest_llmperf.engines import get_engine
+from pytest_llmperf.engines.base import (
+    CacheReset,
+    EngineSpec,
+    LaunchPlan,
+    LaunchRequest,
+    ResetAnswer,
+)
 from pytest_llmperf.runner import Target, reset_prefix_cache
 
 
@@ -76,36 +83,69 @@ FALSE = (200, json.dumps({"success": False}))
 TRUE = (200, json.dumps({"success": True}))
 
 
-def test_vllm_reset_refused_while_blocks_are_held_is_tried_again(vllm_like: Any) -> None:
+class FlaggedReset(EngineSpec):
+    """An engine whose reset answers 200 with a success flag, and nothing in old releases
+    (what vLLM's dev-only POST /reset_prefix_cache does; the plugin salts vLLM's cache
+    instead, but other engines answer the same way)."""
+
+    name = "flagged"
+    cache_reset: ClassVar[CacheReset | None] = CacheReset(
+        "POST", "/reset_prefix_cache", unavailable_hint=" (started without the reset route)"
+    )
+
+    def reset_answer(self, status_code: int, body: str) -> ResetAnswer:
+        if status_code >= 300:
+            return ResetAnswer.UNAVAILABLE
+        try:
+            success = json.loads(body).get("success")
+        except (ValueError, AttributeError):
+            return ResetAnswer.UNCONFIRMED
+        return ResetAnswer.DONE if success is True else ResetAnswer.BUSY
+
+    def plan(self, request: LaunchRequest) -> LaunchPlan:
+        raise NotImplementedError  # never started: the test serves its answers
+
+
+def flagged(server: ThreadingHTTPServer) -> Target:
+    return Target("flagged", FlaggedReset(), url(server), "m", "m", "", None)
+
+
+def test_reset_refused_while_blocks_are_held_is_tried_again(vllm_like: Any) -> None:
     vllm_like.answers = [FALSE, FALSE, TRUE]
-    assert reset_prefix_cache(target("vllm", url(vllm_like)), {}) is None
+    assert reset_prefix_cache(flagged(vllm_like), {}) is None
     assert vllm_like.paths == ["/reset_prefix_cache"] * 3
 
 
-def test_vllm_reset_that_never_succeeds_is_noted(vllm_like: Any) -> None:
+def test_reset_that_never_succeeds_is_noted(vllm_like: Any) -> None:
     vllm_like.answers = [FALSE]
-    note = reset_prefix_cache(target("vllm", url(vllm_like)), {})
+    note = reset_prefix_cache(flagged(vllm_like), {})
     assert note == (
         "prefix cache not reset: POST /reset_prefix_cache answered 200 (blocks still held) 4 times"
     )
     assert len(vllm_like.paths) == 4
 
 
-def test_vllm_0_11_reset_without_a_flag_is_unconfirmed(vllm_like: Any) -> None:
+def test_reset_without_a_flag_is_unconfirmed(vllm_like: Any) -> None:
     vllm_like.answers = [(200, "")]
-    note = reset_prefix_cache(target("vllm", url(vllm_like)), {})
+    note = reset_prefix_cache(flagged(vllm_like), {})
     assert note is not None
     assert note.startswith("prefix cache reset unconfirmed: POST /reset_prefix_cache answered")
 
 
-def test_vllm_without_dev_mode_says_how_to_get_the_route(vllm_like: Any) -> None:
+def test_missing_reset_route_says_why_without_retrying(vllm_like: Any) -> None:
     vllm_like.answers = [(404, '{"detail":"Not Found"}')]
-    note = reset_prefix_cache(target("vllm", url(vllm_like)), {})
+    note = reset_prefix_cache(flagged(vllm_like), {})
     assert note == (
         "prefix cache not reset: POST /reset_prefix_cache answered 404 "
-        "(vLLM offers it only with VLLM_SERVER_DEV_MODE=1)"
+        "(started without the reset route)"
     )
     assert len(vllm_like.paths) == 1  # a missing route is not worth a retry
+
+
+def test_vllm_is_salted_not_reset() -> None:
+    spec = get_engine("vllm")
+    assert spec.prefix_cache_salt
+    assert spec.cache_reset is None  # its reset route needs dev mode, which stays off
 
 
 @pytest.mark.parametrize(

@@ -3,16 +3,19 @@
 The stand-in runs in its own process and reads ``time.perf_counter()`` (CLOCK_MONOTONIC on
 Linux, shared by all processes) right after handing each chunk to the kernel; the client's
 readings are taken when the bytes come out of the socket. At 256 concurrent streams the two
-must agree within 1 ms on average.
+must agree within 1 ms on average. The kernel counts how long the client's thread waited for
+a CPU; when that is more than a few percent of the run, reads pile up behind the waits and the
+machine, not the client, is late: the test then reports its figures as an expected failure.
+Otherwise an error of 1 ms or more is the client's, and fails. Never skipped.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
-import subprocess
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +28,9 @@ STREAMS = 256
 REQUESTS = 512
 CHUNKS = 64  # content chunks; chat adds the role chunk in front
 TTFT_MS, GAP_MS, GAP_MAX_MS = 30, 20, 50  # decode-like pacing: 20-50 tokens/s per stream
+# A client that waited for a CPU this share of its run cannot be judged to 1 ms: reads pile
+# up behind every wait. Below it, an error of 1 ms or more is the client's.
+BUSY_MACHINE = 0.05
 
 
 def errors(
@@ -97,32 +103,27 @@ def measure(server: StandInProcess) -> tuple[float, float, str]:
     return ttft_mae, gap_mae, lines
 
 
-# A third process that only sleeps 1 ms at a time and notes how late it wakes: how much the
-# machine itself (other processes, a busy host) delays a process that wants to run.
-_CANARY = """
-import select, sys, time
-late = []
-while True:
-    t = time.perf_counter()
-    if select.select([sys.stdin], [], [], 0.001)[0]:
-        break
-    late.append(time.perf_counter() - t - 0.001)
-late.sort()
-print(late[int(0.99 * (len(late) - 1))] * 1e3)
-"""
+class RunQueue:
+    """The machine's share of the client's lateness, from the kernel's count for this thread
+    (/proc/thread-self/schedstat: time on a CPU, time runnable but waiting for one, slices):
+    bytes that arrive while the client waits for a core are read late through no fault of
+    its own. ``waiting`` is the fraction of the run the client spent so, ``mean_wait_ms`` the
+    wait per wake-up."""
 
+    @staticmethod
+    def _read() -> tuple[int, int, float]:
+        fields = Path("/proc/thread-self/schedstat").read_text().split()
+        return int(fields[1]), int(fields[2]), time.monotonic()
 
-class Canary:
-    def __enter__(self) -> Canary:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CANARY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
+    def __enter__(self) -> RunQueue:
+        self._start = self._read()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        out, _ = self.proc.communicate("stop\n", timeout=30)
-        self.p99_late_ms = float(out)
+        end = self._read()
+        waited, slices = end[0] - self._start[0], end[1] - self._start[1]
+        self.mean_wait_ms = waited / max(slices, 1) / 1e6
+        self.waiting = waited / 1e9 / max(end[2] - self._start[2], 1e-9)
 
 
 @pytest.mark.slow
@@ -136,24 +137,28 @@ def test_timing_matches_the_servers_timestamps_at_256_streams(
     )  # fmt: skip
     # Other load on the machine can only add error (a descheduled client or server reads
     # late), never remove it: the best of three runs is the client's own accuracy.
-    best = (math.inf, math.inf, math.inf)
+    best: tuple[float, float, RunQueue] | None = None
     for attempt in range(1, 4):
-        with Canary() as canary:
+        with RunQueue() as queue:
             ttft_mae, gap_mae, lines = measure(server)
         with capsys.disabled():
             print(
                 f"\nground truth, run {attempt}: {REQUESTS} chat streams of {CHUNKS + 1} chunks,"
-                f" gaps {GAP_MS}-{GAP_MAX_MS} ms\n{lines}\n  machine: a 1 ms sleeper woke"
-                f" {canary.p99_late_ms:.3f} ms late at p99"
+                f" gaps {GAP_MS}-{GAP_MAX_MS} ms\n{lines}\n  machine: the client waited for a"
+                f" CPU {queue.waiting:.0%} of the run, {queue.mean_wait_ms:.3f} ms per wake-up"
             )
-        best = min(best, (ttft_mae, gap_mae, canary.p99_late_ms), key=lambda b: max(b[:2]))
+        if best is None or max(ttft_mae, gap_mae) < max(best[:2]):
+            best = (ttft_mae, gap_mae, queue)
         if max(best[:2]) < 1.0:
             break
-    if max(best[:2]) >= 1.0 and best[2] >= 1.0:
-        pytest.skip(
-            f"the machine delays processes by more than 1 ms (p99 {best[2]:.1f} ms) even in the"
-            f" best run, so it cannot check 1 ms accuracy (MAE TTFT {best[0]:.3f} ms,"
-            f" gaps {best[1]:.3f} ms)"
-        )
-    assert best[0] < 1.0, f"TTFT MAE {best[0]:.3f} ms"
-    assert best[1] < 1.0, f"chunk gap MAE {best[1]:.3f} ms"
+    assert best is not None
+    ttft_mae, gap_mae, queue = best
+    figures = (
+        f"TTFT MAE {ttft_mae:.3f} ms, chunk gap MAE {gap_mae:.3f} ms; the client waited for a"
+        f" CPU {queue.waiting:.0%} of its best run"
+    )
+    if max(ttft_mae, gap_mae) >= 1.0 and queue.waiting >= BUSY_MACHINE:
+        # Not a pass, and not silent: the figures stand in the report as an expected failure.
+        pytest.xfail(f"the machine, not the client, is late: {figures}")
+    assert ttft_mae < 1.0, figures
+    assert gap_mae < 1.0, figures

@@ -310,21 +310,32 @@ def test_run_load_from_a_thread_without_an_event_loop(stand_in: StandInProcess) 
     assert all(r.success for r in out[0].records)
 
 
+def open_streams_reach(stand_in: StandInProcess, count: int, timeout: float = 10.0) -> int:
+    """Wait until the stand-in has ``count`` streams open (or the timeout); returns how many
+    it has. Polling the server's own count, not sleeping a guess: on a busy machine the
+    streams may open late."""
+    deadline = time.monotonic() + timeout
+    while (open_now := stand_in.stats()["open_streams"]) != count:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return int(open_now)
+
+
 def test_cancelling_closes_the_streams(stand_in: StandInProcess) -> None:
     config = cfg(stand_in, extra_body={"x_mode": "stall"}, max_concurrency=4)
 
     async def cancel_midway() -> None:
         task = asyncio.create_task(run_load_async(config, sample(8)))
-        await asyncio.sleep(0.3)
+        # The streams are open (the server says so) before the cancel: else there is
+        # nothing to close and the test proves nothing.
+        assert await asyncio.to_thread(open_streams_reach, stand_in, 4) == 4
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 5)
 
     asyncio.run(cancel_midway())
-    deadline = time.monotonic() + 5
-    while stand_in.stats()["open_streams"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert stand_in.stats()["open_streams"] == 0
+    assert open_streams_reach(stand_in, 0, timeout=5) == 0
 
 
 def test_ctrl_c_stops_a_run_and_closes_its_connections(stand_in: StandInProcess) -> None:
@@ -344,8 +355,7 @@ def test_ctrl_c_stops_a_run_and_closes_its_connections(stand_in: StandInProcess)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "running"
-        time.sleep(1.0)
-        assert stand_in.stats()["open_streams"] == 3
+        assert open_streams_reach(stand_in, 3) == 3
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
     finally:
@@ -353,7 +363,4 @@ def test_ctrl_c_stops_a_run_and_closes_its_connections(stand_in: StandInProcess)
             os.kill(proc.pid, signal.SIGKILL)
     assert proc.returncode != 0
     assert "KeyboardInterrupt" in err
-    deadline = time.monotonic() + 5
-    while stand_in.stats()["open_streams"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert stand_in.stats()["open_streams"] == 0
+    assert open_streams_reach(stand_in, 0, timeout=5) == 0

@@ -80,9 +80,9 @@ def suite(
 
 
 def _baseline(pytester: pytest.Pytester, tiny_model_dir: Path) -> Path:
-    from pytest_llmperf.baseline import slug
+    from pytest_llmperf.baseline import baseline_path
 
-    return pytester.path / "baselines" / "cpu" / slug(str(tiny_model_dir)) / "external.yaml"
+    return baseline_path(pytester.path / "baselines", "cpu", str(tiny_model_dir), "external")
 
 
 def _record(pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path, *extra: str) -> Path:

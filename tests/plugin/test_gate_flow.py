@@ -31,11 +31,12 @@ profiles:
 """
 
 SUITE = "def test_serving(llmperf):\n    llmperf.check()\n"
+STANDIN_VERSION = "0.32.0"  # what the stand-in answers at GET /version, as vLLM does
 
 
 @pytest.fixture(scope="module")
 def standin() -> Iterator[StandInProcess]:
-    with StandInProcess("--gap-ms", "1", "--no-record") as server:
+    with StandInProcess("--gap-ms", "1", "--no-record", "--version", STANDIN_VERSION) as server:
         yield server
 
 
@@ -61,9 +62,9 @@ def suite(pytester: pytest.Pytester, standin: StandInProcess, tiny_model_dir: Pa
 
 
 def _baseline_file(pytester: pytest.Pytester, tiny_model_dir: Path) -> Path:
-    from pytest_llmperf.baseline import slug
+    from pytest_llmperf.baseline import baseline_path
 
-    return pytester.path / "baselines" / "cpu" / slug(str(tiny_model_dir)) / "external.yaml"
+    return baseline_path(pytester.path / "baselines", "cpu", str(tiny_model_dir), "external")
 
 
 def _edit(path: Path, profile: str, **changes: dict[str, float]) -> None:
@@ -184,6 +185,7 @@ def test_engine_version_change_is_reported(
     pytester.runpytest(*suite, "--update-baselines").assert_outcomes(passed=1)
     path = _baseline_file(pytester, tiny_model_dir)
     document = yaml.safe_load(path.read_text())
+    assert document["profiles"]["mini"]["engine_version"] == STANDIN_VERSION
     document["profiles"]["mini"]["engine_version"] = "0.0.1"
     document["profiles"]["mini"]["tolerances"] = {"total_token_throughput": 900.0}
     path.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -193,8 +195,9 @@ def test_engine_version_change_is_reported(
     import json
 
     record = json.loads(json_path.read_text())["results"][0]
-    # The stand-in has no /version: the note appears only when both versions are known.
     assert record["outcome"] == "pass"
+    assert record["engine_version"] == STANDIN_VERSION
+    assert f"engine version changed: baseline 0.0.1, now {STANDIN_VERSION}" in record["notes"]
     assert record["profile"] == "mini"
     assert record["metrics"]["completed"] == 8
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from pytest_llmperf import fingerprint
-from pytest_llmperf.baseline import slug
+from pytest_llmperf.baseline import baseline_path
 from tests.support.stream_server import StandInProcess
 from tests.unit.test_fingerprint import A100_X8, AMX, AVX_ONLY, cpu_probe
 
@@ -67,7 +67,7 @@ def args(pytester: pytest.Pytester, standin: StandInProcess, tiny_model_dir: Pat
 
 
 def _file(pytester: pytest.Pytester, key: str, model: Path) -> Path:
-    return pytester.path / "baselines" / key / slug(str(model)) / "external.yaml"
+    return baseline_path(pytester.path / "baselines", key, str(model), "external")
 
 
 def _result(pytester: pytest.Pytester) -> dict[str, Any]:

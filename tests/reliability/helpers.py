@@ -82,6 +82,29 @@ INI = textwrap.dedent(
 )
 
 
+# Every report the plugin offers, and pytest's own temporary folder inside the project, so
+# that a scan of the project sees everything a run wrote.
+REPORTS = [
+    "--llmperf-json=out/results.json",
+    "--llmperf-summary=out/summary.md",
+    "--llmperf-html=out/report.html",
+    "--llmperf-history=out/history.jsonl",
+    "--junitxml=out/junit.xml",
+    "--basetemp=tmp",
+    "-v",
+]
+
+
+def files_containing(root: Path, *needles: str) -> list[str]:
+    """The files below ``root`` (relative paths) that hold any of ``needles``."""
+    raw = [needle.encode() for needle in needles]
+    return [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and any(n in path.read_bytes() for n in raw)
+    ]
+
+
 @dataclass
 class Project:
     """A scratch project: ``pytest.ini``, ``profiles.yaml``, tests, ``baselines/``."""

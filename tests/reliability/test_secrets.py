@@ -20,35 +20,20 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import baseline
+from pytest_llmperf.modelkey import model_slug
 from tests.conftest import requires_vllm
 from tests.reliability.helpers import (
     PERF_TEST,
+    REPORTS,
     Project,
     external_args,
+    files_containing,
     make_project,
     run_pytest,
 )
 from tests.support.fault_proxy import Fault, FaultPlan, FaultProxy
 
 KEY_VARIABLE = "LLMPERF_TEST_ENDPOINT_KEY"
-REPORTS = [
-    "--llmperf-json=out/results.json",
-    "--llmperf-summary=out/summary.md",
-    "--llmperf-html=out/report.html",
-    "--llmperf-history=out/history.jsonl",
-    "--junitxml=out/junit.xml",
-    "--basetemp=tmp",  # the plugin's own temporary files are scanned too
-    "-v",
-]
-
-
-def _files_containing(root: Path, secret: str) -> list[str]:
-    needle = secret.encode()
-    return [
-        str(path.relative_to(root))
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and needle in path.read_bytes()
-    ]
 
 
 @pytest.mark.e2e
@@ -98,7 +83,7 @@ def test_api_key_goes_only_in_the_authorization_header_and_is_written_nowhere(
     results = json.loads((outputs / "results.json").read_text())
     errors = [e for r in results["results"] for e in r["errors"]]
     assert errors == ["HTTP 401: invalid key Bearer ***"] * 2, errors
-    assert _files_containing(project.root, key) == []
+    assert files_containing(project.root, key) == []
     assert key not in recorded.output + failed.output
 
 
@@ -231,7 +216,9 @@ def test_a_model_name_that_climbs_out_is_recorded_inside_the_baseline_folder(
     )
     assert run.returncode == 0, run.log
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".yaml"]
+    folder = model_slug("../../../outside")
+    assert folder.startswith("outside-")
     assert sorted(str(p.relative_to(project.root)) for p in written) == [
-        "baselines/cpu/outside/external.yaml",
+        f"baselines/cpu/{folder}/external.yaml",
         "profiles.yaml",
     ]

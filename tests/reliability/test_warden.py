@@ -77,6 +77,29 @@ def _warden_of(engine_pid: int, timeout: float = 10.0) -> list[int]:
     return found
 
 
+def _reads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("syscr:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no syscr in /proc/{pid}/io")
+
+
+def _scanned_since_now(warden: int, timeout: float = 20.0) -> bool:
+    """Whether ``warden`` made a whole scan of the process table after this call began.
+
+    A scan reads every process's stat file: once the warden's read count has grown by twice
+    the number of processes, a scan that started after now has finished. Observed, not
+    guessed with a sleep that a busy machine outlasts.
+    """
+    start, needed = _reads(warden), 2 * len(live_processes())
+    deadline = time.monotonic() + timeout
+    while _reads(warden) - start < needed:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Path) -> None:
     engine_script = tmp_path / "stubborn_engine.py"
     engine_script.write_text(STUBBORN_ENGINE)
@@ -95,8 +118,11 @@ def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Pa
             time.sleep(0.05)
         family = [int(p) for p in pid_file.read_text().split()]
         engine_pid = family[0]
-        assert _warden_of(engine_pid), "the engine runs with a warden"
-        time.sleep(2.5)  # the warden has seen the child that left the session
+        wardens = _warden_of(engine_pid)
+        assert wardens, "the engine runs with a warden"
+        # The family is complete; the warden must scan it once more to know the child that
+        # left the session before the holder dies.
+        assert _scanned_since_now(wardens[0]), "the warden never scanned the family"
         holder.kill()
         holder.wait()
         # SIGTERM is ignored: the warden's SIGKILL follows after the 1 s grace period.

@@ -17,10 +17,11 @@ REPO = Path(__file__).resolve().parents[2]
 # Each writer waits for the start signal, then appends BATCHES batches of LINES lines. The lines
 # are long (a few KB) so that a write torn by a missing lock would show up as a broken line.
 WRITER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from pytest_llmperf.history import append
 path, go, writer, batches, lines = Path(sys.argv[1]), Path(sys.argv[2]), *map(int, sys.argv[3:])
+(go.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():
     time.sleep(0.001)
 for batch in range(batches):
@@ -30,6 +31,18 @@ for batch in range(batches):
         for i in range(lines)
     ])
 """
+
+
+def release_when_ready(go: Path, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Start every writer at once: wait until each says it is ready (imported, at the line),
+    then create ``go``. A fixed sleep let a slow machine start some before others were ready,
+    and the test then checked less contention than it claims."""
+    deadline = time.monotonic() + 120
+    while len(list(go.parent.glob("ready-*"))) < len(procs):
+        assert all(p.poll() is None for p in procs), "a writer exited before the start"
+        assert time.monotonic() < deadline, "the writers never got ready"
+        time.sleep(0.01)
+    go.touch()
 
 
 def test_concurrent_appends_all_land_whole(tmp_path: Path) -> None:
@@ -44,8 +57,7 @@ def test_concurrent_appends_all_land_whole(tmp_path: Path) -> None:
         )
         for w in range(writers)
     ]
-    time.sleep(1.0)  # let every writer import and wait at the line
-    go.touch()
+    release_when_ready(go, procs)
     for proc in procs:
         assert proc.wait(timeout=120) == 0
     raw = path.read_text(encoding="utf-8").splitlines()
@@ -62,13 +74,14 @@ def test_concurrent_appends_all_land_whole(tmp_path: Path) -> None:
 
 
 SESSION_END = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from pytest_llmperf.settings import Settings
 from pytest_llmperf.summary import write_outputs
 from tests.reports.factory import ledger
 path, go = Path(sys.argv[1]), Path(sys.argv[2])
 book = ledger()
+(go.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():
     time.sleep(0.001)
 write_outputs(book, Settings(engines=("vllm",), history_path=path), hardware="cpu", environ={})
@@ -84,8 +97,7 @@ def test_pytest_session_ends_at_once_all_append(tmp_path: Path) -> None:
         subprocess.Popen([sys.executable, "-c", SESSION_END, str(path), str(go)], env=env)
         for _ in range(4)
     ]
-    time.sleep(1.5)
-    go.touch()
+    release_when_ready(go, procs)
     for proc in procs:
         assert proc.wait(timeout=120) == 0
     items = history.read(path)

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_port
+from tests.support.files import widen_tolerances
 
 # medium (2000 tokens in, 100 out): enough output tokens per request for TPOT and ITL to have a
 # shape; short's 4 tokens often arrive in one chunk from a busy server.
@@ -116,6 +117,11 @@ def session(
     folder = tmp_path_factory.mktemp("report-e2e")
     args = _write_suite(folder, vllm_server.base_url, tiny_model_dir)
     first = _run(folder, [*args, "--update-baselines"])
+    for recorded in (folder / "baselines").rglob("external.yaml"):
+        # The compare must pass: its verdicts are checked. Throughput alone is gated: real
+        # vLLM on two cores sometimes sends a whole answer in one chunk, and mean TPOT then
+        # moves by thousands of percent (docs/noise.md).
+        widen_tolerances(recorded, metrics=("total_token_throughput",))
     second = _run(
         folder,
         [
@@ -148,8 +154,10 @@ def test_end_to_end_run_writes_json_markdown_and_html(session: Session) -> None:
     assert set(document["failed_starts"]) == {"unreachable"}
     for result in document["results"]:
         assert result["metrics"]["completed"] == 24
-        assert result["outcome"] in ("pass", "regressed", "improved")  # compared, not recorded
-        assert result["comparisons"]
+        assert result["outcome"] == "pass", result["notes"]  # compared, not recorded
+        gated = [c for c in result["comparisons"] if c["tolerance_pct"] is not None]
+        assert [c["metric"] for c in gated] == ["total_token_throughput"]
+        assert {c["status"] for c in gated} == {"pass"}
         assert result["hardware"] == "cpu"
         assert result["command"].startswith("(external) http://127.0.0.1:")
         assert len(result["series"]["ttft_ms"]) == 24

@@ -51,6 +51,7 @@ class Settings:
     gap_max_ms: float | None = None  # gaps uniform in [gap_ms, gap_max_ms] when set
     seed: int = 0
     record: bool = True
+    version: str | None = None  # answered at GET /version (as vLLM does) when set
     tokens_per_chunk: int = 1
     # Events per write() when streaming with no gap: the server must outrun any client it
     # is measured against, and one syscall per event can make it the bottleneck.
@@ -134,6 +135,8 @@ class StandIn:
     ) -> bool:
         if path == "/health":
             return await self.reply(writer, 200, b"{}")
+        if path == "/version" and self.settings.version is not None:
+            return await self.reply(writer, 200, _json({"version": self.settings.version}))
         if path == "/v1/models":  # what an OpenAI-compatible server lists; clients read the name
             models = {"object": "list", "data": [{"id": "stand-in", "object": "model"}]}
             return await self.reply(writer, 200, _json(models))
@@ -420,6 +423,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-record", action="store_true", help="keep no per-request records")
+    parser.add_argument("--version", default=None, help="answer GET /version with this version")
     parser.add_argument(
         "--timestamps-file",
         type=Path,
@@ -436,6 +440,7 @@ def main(argv: list[str] | None = None) -> None:
         record=not args.no_record,
         tokens_per_chunk=args.tokens_per_chunk,
         burst_events=args.burst_events,
+        version=args.version,
     )
     asyncio.run(serve(settings, args.host, args.port, args.timestamps_file))
 

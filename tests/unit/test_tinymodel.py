@@ -83,3 +83,26 @@ def test_chat_template_and_tokenizer_ship_with_the_model(tmp_path: Path) -> None
     assert config["eos_token"] == "<|im_end|>"
     vocab = json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"]
     assert len(vocab) > 1000
+
+
+def test_a_poisoned_cache_is_never_served(tmp_path: Path) -> None:
+    from pytest_llmperf.tinymodel import (
+        FILE_DIGESTS,
+        MODEL_NAME,
+        _recipe_digest,
+        ensure_tiny_model,
+        mismatched_files,
+    )
+
+    # A shared CI cache restored with a folder of the right name but other weights.
+    planted = tmp_path / f"{MODEL_NAME}-{_recipe_digest()}"
+    planted.mkdir()
+    (planted / "model.safetensors").write_bytes(b"not the recipe's weights")
+    (planted / "config.json").write_text("{}")
+
+    folder = ensure_tiny_model(tmp_path)
+
+    assert folder == planted
+    assert mismatched_files(folder) == []
+    assert sorted(FILE_DIGESTS) == sorted(p.name for p in folder.iterdir())
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".stale")] == []
