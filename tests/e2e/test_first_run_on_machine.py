@@ -36,7 +36,7 @@ def _another_machine(path: Path) -> None:
     other_isa = "sse4" if fingerprint.this_machine().isa != "sse4" else "avx"
     for entry in document["profiles"].values():
         entry["machine"] = {
-            **entry["machine"],
+            **entry.get("machine", {}),
             "key": f"cpu-{other_isa}-2c",
             "cpu": "A CPU that is not this one",
             "isa": other_isa,
