@@ -21,7 +21,7 @@ SDIST_PACKAGE = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
 BINARY = "llama-server"
 STAMP = "build.json"
-BUILD_COMMAND = "python tests/support/build_llama_server.py"
+BUILD_COMMAND = "python3 tests/support/build_llama_server.py"
 
 
 def build_dir(root: Path | None = None) -> Path:

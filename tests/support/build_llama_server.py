@@ -1,6 +1,6 @@
 """Build llama.cpp's ``llama-server`` once and keep it in the cache; print its path.
 
-Usage: ``python tests/support/build_llama_server.py [--sdist FILE] [--jobs N] [--check]``
+Usage: ``python3 tests/support/build_llama_server.py [--sdist FILE] [--jobs N] [--check]``
 
 The source is the llama.cpp tree vendored in the ``llama-cpp-python`` sdist (MIT), fetched with
 pip, so no git clone or extra host is needed. The build is native (``-march=native``) because
