@@ -8,6 +8,7 @@ own; the request tests share one server.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -130,7 +131,14 @@ def test_streams_exact_lengths_with_usage(shared_server: EngineServer) -> None:
 def test_version_is_the_build(shared_server: EngineServer) -> None:
     version = shared_server.version()
     assert version, "GET /props gave no build_info"
-    assert get_engine("llamacpp").version_key == "build_info"
+    assert re.fullmatch(r"b\d+-\w+", version), version  # build number and commit
+
+
+def test_metrics_endpoint(shared_server: EngineServer) -> None:
+    """The embedded arguments include --metrics: Prometheus text at /metrics."""
+    answer = httpx.get(f"{shared_server.base_url}/metrics", timeout=10, trust_env=False)
+    assert answer.status_code == 200
+    assert "llamacpp:prompt_tokens_total" in answer.text
 
 
 def _send(base_url: str, endpoint: str, requests: list[SampleRequest]) -> list[RequestRecord]:
