@@ -11,17 +11,22 @@ from __future__ import annotations
 EMBEDDED_SERVED_NAME = "tiny-qwen3"
 MAX_MODEL_LEN = 40960  # the tiny model's positions: the 32,000-token profile must fit
 EMBEDDED_ENGINES = ("vllm", "llamacpp")
+LLAMACPP_SLOTS = 4
 
 _ENGINE_ARGS: dict[str, tuple[str, ...]] = {
     "vllm": ("--served-model-name", EMBEDDED_SERVED_NAME, "--max-model-len", str(MAX_MODEL_LEN)),
-    # --alias: the name /v1/models lists (the file name otherwise). --ctx-size: the whole
-    # context in one pool that the (default, unified) slots share, so one 32k prompt fits.
-    # --metrics: llama-server offers Prometheus metrics only when asked.
+    # --alias: the name /v1/models lists (the file name otherwise). --parallel with
+    # --ctx-size: four slots (its automatic count) of the model's whole context each. The
+    # automatic setting shares one context-sized pool between them, and a request that finds
+    # the pool full fails ("Context size has been exceeded") instead of waiting: four 32k
+    # prompts at once did. --metrics: llama-server offers Prometheus metrics only when asked.
     "llamacpp": (
         "--alias",
         EMBEDDED_SERVED_NAME,
+        "--parallel",
+        str(LLAMACPP_SLOTS),
         "--ctx-size",
-        str(MAX_MODEL_LEN),
+        str(LLAMACPP_SLOTS * MAX_MODEL_LEN),
         "--metrics",
     ),
 }

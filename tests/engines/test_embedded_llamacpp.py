@@ -31,7 +31,9 @@ def test_plans_llama_server_with_the_gguf(tmp_path: Path) -> None:
     assert (Path(model) / "tokenizer.json").is_file()  # prompts are built with this
     assert gguf_file.parent == Path(model).parent  # cached side by side
     assert argv[argv.index("--alias") + 1] == "tiny-qwen3"
-    assert argv[argv.index("--ctx-size") + 1] == "40960"
+    # Four slots of the model's whole context each: a 32k prompt fits in every one.
+    assert argv[argv.index("--parallel") + 1] == "4"
+    assert argv[argv.index("--ctx-size") + 1] == str(4 * 40960)
     assert "--metrics" in argv
 
 
