@@ -9,25 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import requires_vllm
+from tests.support.comparison import comparison_table, run_engines
 from tests.support.llama_server import requires_llama_server
 
 pytestmark = [pytest.mark.e2e, requires_vllm, requires_llama_server]
 
-SUITE = "def test_serving(llmperf):\n    llmperf.check()\n"
 PROFILES = ("short", "medium")
-
-
-def _table_rows(output: str) -> tuple[dict[str, int], dict[tuple[str, str], list[str]]]:
-    """The comparison table's columns and its rows keyed by (profile, variant)."""
-    table = output.split("comparison (total token throughput and mean TPOT against vllm)", 1)[1]
-    header_line = next(line for line in table.splitlines() if line.startswith("profile"))
-    header = re.split(r"\s{2,}", header_line.strip())
-    rows = {
-        (cells[0], cells[1]): cells
-        for line in table.splitlines()
-        if (cells := re.split(r"\s{2,}", line.strip()))[0] in PROFILES
-    }
-    return {name: index for index, name in enumerate(header)}, rows
 
 
 def test_vllm_and_llamacpp_embedded_in_one_session(
@@ -36,24 +23,15 @@ def test_vllm_and_llamacpp_embedded_in_one_session(
     # pytester gives the run a HOME of its own: point it at this cache, where the tiny model,
     # its GGUF and the llama-server build already are.
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tiny_model_dir.parent))
-    pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    result = pytester.runpytest_subprocess(
+    result = run_engines(
+        pytester,
         "--engine=vllm,llamacpp",
-        "--hardware=cpu",
-        f"--llmperf-profile={','.join(PROFILES)}",
         "--num-prompts=8",
-        "--llmperf-warmups=2",
-        "--update-baselines",
-        f"--baseline-dir={tmp_path / 'baselines'}",
-        "-p",
-        "no:cacheprovider",
-        "-v",
-        timeout=600,
+        profiles=PROFILES,
+        baselines=tmp_path / "baselines",
     )
     result.assert_outcomes(passed=4)
-    output = result.stdout.str()
-    column, rows = _table_rows(output)
+    column, rows = comparison_table(result.stdout.str(), "vllm", PROFILES)
     assert set(rows) == {(p, e) for p in PROFILES for e in ("vllm", "llamacpp")}
     for profile in PROFILES:
         assert rows[(profile, "vllm")][column["vs vllm"]] == "-"
