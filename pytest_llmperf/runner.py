@@ -20,6 +20,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from pytest_llmperf import redact
+from pytest_llmperf.embedded import (
+    EMBEDDED_ENGINES,
+    default_executable,
+    embedded_engine_args,
+    embedded_launch_model,
+)
 from pytest_llmperf.engines import LaunchRequest, get_engine
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, ResetAnswer
 from pytest_llmperf.errors import ConfigError, EngineStartError
@@ -31,8 +37,6 @@ from pytest_llmperf.settings import Settings
 if TYPE_CHECKING:
     from pytest_llmperf.loadgen import LoadConfig
 
-EMBEDDED_SERVED_NAME = "tiny-qwen3"
-EMBEDDED_ENGINE_ARGS = ("--served-model-name", EMBEDDED_SERVED_NAME, "--max-model-len", "40960")
 # vLLM's CPU build asks for 92 % of memory by default; 1 GiB of KV cache holds 2M tiny tokens.
 EMBEDDED_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 # A reset refused because blocks are still held (the warm-up's last requests finishing) is
@@ -78,19 +82,21 @@ def launch_request(
     settings: Settings, engine: str, *, port: int, config_dir: Path, model: str
 ) -> LaunchRequest:
     embedded = settings.model is None
-    args = (*EMBEDDED_ENGINE_ARGS, *settings.engine_args) if embedded else settings.engine_args
+    args = (
+        (*embedded_engine_args(engine), *settings.engine_args) if embedded else settings.engine_args
+    )
     return LaunchRequest(
-        model=model,
+        model=embedded_launch_model(engine, model) if embedded else model,
         port=port,
         engine_args=tuple(args),
-        executable=settings.engine_bin,
+        executable=settings.engine_bin or default_executable(engine),
         config_dir=config_dir,
         endpoint=settings.endpoint,
     )
 
 
 def resolve_model(settings: Settings, engine: str) -> str:
-    """The model to serve; the embedded tiny model when none is named (vLLM only)."""
+    """The model to serve; the embedded tiny model when none is named (vLLM, llama.cpp)."""
     if settings.model is not None:
         return settings.model
     if engine == "external":
@@ -98,10 +104,10 @@ def resolve_model(settings: Settings, engine: str) -> str:
             "--model: name the model the endpoint serves (its tokenizer makes token-exact "
             "prompts and its name keys the baselines)"
         )
-    if engine != "vllm":
+    if engine not in EMBEDDED_ENGINES:
         raise ConfigError(
             f"--model is required with --engine={engine}: the embedded tiny model runs on "
-            f"vLLM's CPU build only"
+            f"vLLM's CPU build and llama.cpp's llama-server only"
         )
     from pytest_llmperf.tinymodel import ensure_tiny_model
 

@@ -29,7 +29,7 @@ CONTEXTS = ("pr", "nightly")
 class Settings:
     engines: tuple[str, ...] = ()  # empty: the plugin is idle (no engine selected)
     hardware: str | None = None  # None: detect
-    model: str | None = None  # None: the embedded tiny model (vLLM only)
+    model: str | None = None  # None: the embedded tiny model (vLLM, llama.cpp)
     engine_args: tuple[str, ...] = ()
     engine_bin: str | None = None
     endpoint: str | None = None
@@ -108,7 +108,7 @@ def add_options(parser: pytest.Parser) -> None:
     option(
         ["--model", "--llmperf-model"],
         "llmperf_model",
-        "model to serve (path or hub id); default: the embedded tiny model on vLLM-CPU",
+        "model to serve (path or hub id); default: the embedded tiny model (vLLM-CPU, llama.cpp)",
     )
     option(
         ["--engine-args", "--llmperf-engine-args"],

@@ -13,30 +13,23 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import requires_vllm
+from tests.support.comparison import comparison_table, run_engines
 
 pytestmark = [pytest.mark.e2e, requires_vllm]
 
-SUITE = "def test_serving(llmperf):\n    llmperf.check()\n"
+PROFILES = ("short", "medium")
 
 
 def test_vllm_and_external_in_one_session(
     pytester: pytest.Pytester, vllm_server: object, tmp_path: Path
 ) -> None:
-    pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    result = pytester.runpytest_subprocess(
+    result = run_engines(
+        pytester,
         "--engine=vllm,external",
         f"--endpoint={vllm_server.base_url}",  # type: ignore[attr-defined]
-        "--hardware=cpu",
-        "--llmperf-profile=short,medium",
         "--num-prompts=16",
-        "--llmperf-warmups=2",
-        "--update-baselines",
-        f"--baseline-dir={tmp_path / 'baselines'}",
-        "-p",
-        "no:cacheprovider",
-        "-v",
-        timeout=600,
+        profiles=PROFILES,
+        baselines=tmp_path / "baselines",
     )
     result.assert_outcomes(passed=4)
     output = result.stdout.str()
@@ -45,16 +38,8 @@ def test_vllm_and_external_in_one_session(
     # Engines run one after the other: every vllm test before any external one.
     order = re.findall(r"test_serving\[(vllm|external)-\w+\] PASSED", output)
     assert order == ["vllm", "vllm", "external", "external"]
-    table = output.split("comparison (total token throughput and mean TPOT against vllm)", 1)[1]
-    header_line = next(line for line in table.splitlines() if line.startswith("profile"))
-    header = re.split(r"\s{2,}", header_line.strip())
-    assert header[:5] == ["profile", "variant", "total tok/s", "vs vllm", "mean TPOT (ms)"]
-    column = {name: index for index, name in enumerate(header)}
-    rows = {
-        (cells[0], cells[1]): cells
-        for line in table.splitlines()
-        if (cells := re.split(r"\s{2,}", line.strip()))[0] in ("short", "medium")
-    }
+    column, rows = comparison_table(output, "vllm", PROFILES)
+    assert list(column)[:5] == ["profile", "variant", "total tok/s", "vs vllm", "mean TPOT (ms)"]
     assert set(rows) == {
         ("short", "vllm"),
         ("short", "external"),
