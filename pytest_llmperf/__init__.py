@@ -20,7 +20,6 @@ from pytest_llmperf.models import (
     MetricComparison,
     Outcome,
     RequestRecord,
-    RunResult,
     SampleRequest,
     Verdict,
 )
@@ -41,7 +40,6 @@ __all__ = [
     "Outcome",
     "ProfileError",
     "RequestRecord",
-    "RunResult",
     "SampleRequest",
     "Verdict",
     "__version__",

@@ -14,6 +14,7 @@ import contextlib
 import glob
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 TEMPORARY_SUFFIX = ".tmp"
@@ -103,3 +104,24 @@ def append_text(path: Path, text: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(path: Path, timeout: float, what: str, error: type[Exception]) -> Iterator[None]:
+    """Hold the lock file beside ``path`` (``.NAME.lock``) for a read-modify-write or an
+    append that other processes (xdist workers, parallel jobs) may do at the same time;
+    ``error`` names ``what`` could not be locked within ``timeout`` seconds."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path.with_name(f".{path.name}.lock")))
+    try:
+        lock.acquire(timeout=timeout)
+    except Timeout:
+        raise error(
+            f"{path}: could not lock the {what} within {timeout:.0f} s: another process "
+            f"holds {lock.lock_file}"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_llmperf.ledger import ProfileResult
+    from pytest_llmperf.gate.ledger import ProfileResult
 
 hookspec = pytest.hookspec
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import enum
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +95,3 @@ class Verdict:
     @property
     def failed(self) -> bool:
         return self.outcome not in (Outcome.PASS, Outcome.IMPROVED, Outcome.RECORDED)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One measured run of one profile: the vLLM-keyed metrics plus how they were taken."""
-
-    metrics: dict[str, Any]  # keys are vLLM's --save-result keys (total_token_throughput, ...)
-    num_prompts: int
-    errors: tuple[str, ...] = ()  # the first few failure reasons

@@ -15,15 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_llmperf.config import Settings
+from pytest_llmperf.engines.fingerprint import Fingerprint
 from pytest_llmperf.errors import ConfigError, LLMPerfError
-from pytest_llmperf.fingerprint import Fingerprint
-from pytest_llmperf.ledger import Ledger, ProfileResult
-from pytest_llmperf.settings import Settings, add_options, resolve
+from pytest_llmperf.gate.ledger import Ledger, ProfileResult
+from pytest_llmperf.settings import add_options, resolve
 
 if TYPE_CHECKING:
-    from pytest_llmperf.gate import GateRequest
-    from pytest_llmperf.profiles import WorkloadProfile
-    from pytest_llmperf.runner import Target, Workloads
+    from pytest_llmperf.engines.session import Target
+    from pytest_llmperf.gate.loop import GateRequest
+    from pytest_llmperf.measure.profiles import WorkloadProfile
+    from pytest_llmperf.measure.run import Workloads
 
 SETTINGS = pytest.StashKey[Settings]()
 LEDGER = pytest.StashKey[Ledger]()
@@ -58,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve(config)
         if settings.active:
-            from pytest_llmperf import profiles
+            from pytest_llmperf.measure import profiles
 
             known = profiles.load_profiles(
                 tuple(_ini_relative(config, p) for p in settings.profile_files)
@@ -77,10 +79,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS] = settings
     if not settings.active:
         return
-    from pytest_llmperf import fingerprint, hardware, redact
+    from pytest_llmperf import redact
+    from pytest_llmperf.engines import fingerprint, hardware
 
     redact.remember_settings(settings)
-    from pytest_llmperf.ledger import Ledger
+    from pytest_llmperf.gate.ledger import Ledger
 
     config.stash[LEDGER] = Ledger()
     here = fingerprint.this_machine()
@@ -114,7 +117,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     if not settings.active:
         raise pytest.UsageError("--llmperf-dry-run: choose an engine with --engine=NAME")
-    from pytest_llmperf.runner import dry_run
+    from pytest_llmperf.engines.session import dry_run
 
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     try:
@@ -134,7 +137,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     settings = config.stash.get(SETTINGS, None)
     if settings is None or not settings.active:
         return None
-    from pytest_llmperf import fingerprint
+    from pytest_llmperf.engines import fingerprint
 
     declared = config.stash[HARDWARE]
     line = (
@@ -167,7 +170,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 def _hardware_mismatch(config: pytest.Config) -> str | None:
     """A declared key of another family than this machine's (``--hardware=a100`` on a CPU)."""
-    from pytest_llmperf import fingerprint, hardware
+    from pytest_llmperf.engines import fingerprint, hardware
 
     settings = config.stash[SETTINGS]
     machine = config.stash[MACHINE]
@@ -202,7 +205,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     known = metafunc.config.stash.get(PROFILES, None)
     if known is None:
-        from pytest_llmperf import profiles
+        from pytest_llmperf.measure import profiles
 
         known = profiles.builtin_profiles()
     names = list(settings.profiles) or list(known)
@@ -266,7 +269,7 @@ def llmperf_target(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Target]:
     """The running engine server (or external endpoint) of this session; one at a time."""
-    from pytest_llmperf.runner import EngineSession
+    from pytest_llmperf.engines.session import EngineSession
     from pytest_llmperf.variants import find, settings_for
 
     headers, _ = _auth_headers(llmperf_settings)
@@ -301,7 +304,7 @@ def llmperf_target(
 def llmperf_workloads(
     llmperf_settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Workloads:
-    from pytest_llmperf.runner import Workloads
+    from pytest_llmperf.measure.run import Workloads
 
     return Workloads(llmperf_settings, tmp_path_factory.mktemp("llmperf-data"))
 
@@ -332,8 +335,8 @@ class LLMPerf:
     def _gate_request(
         self, profile: WorkloadProfile, tolerances: dict[str, float] | None
     ) -> GateRequest:
-        from pytest_llmperf.baseline import GateSettings
-        from pytest_llmperf.gate import GateRequest
+        from pytest_llmperf.gate.loop import GateRequest
+        from pytest_llmperf.gate.verdict import GateSettings
 
         settings = self.settings
         return GateRequest(
@@ -354,7 +357,7 @@ class LLMPerf:
         )
 
     def scaled(self, profile: WorkloadProfile) -> WorkloadProfile:
-        from pytest_llmperf.runner import scaled_profile
+        from pytest_llmperf.measure.run import scaled_profile
 
         return scaled_profile(profile, self.settings, embedded=self.target.embedded)
 
@@ -362,8 +365,8 @@ class LLMPerf:
         self, profile: WorkloadProfile | None = None, tolerances: dict[str, float] | None = None
     ) -> ProfileResult:
         """Measure the profile, compare with its baseline, fail this test if it regressed."""
-        from pytest_llmperf.gate import run_gate
-        from pytest_llmperf.runner import measure
+        from pytest_llmperf.gate.loop import run_gate
+        from pytest_llmperf.measure.run import measure
 
         chosen = profile or self.profile
         if chosen is None:
@@ -409,7 +412,7 @@ class LLMPerf:
 
     def _enforce(self, result: ProfileResult) -> None:
         from pytest_llmperf.models import Outcome
-        from pytest_llmperf.tables import verdict_message
+        from pytest_llmperf.reports.tables import verdict_message
 
         verdict = result.verdict
         failing = verdict.failed or (verdict.outcome is Outcome.IMPROVED and self.settings.strict)
@@ -463,7 +466,7 @@ def _shown(text: str) -> str:
 
 def _progress_printer(config: pytest.Config, profile: WorkloadProfile) -> Any:
     """A progress callback that writes a line every ~10 % of requests, readable in CI logs."""
-    from pytest_llmperf.progress import ProgressLine
+    from pytest_llmperf.measure.progress import ProgressLine
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or config.get_verbosity() < 0:
@@ -500,7 +503,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     ledger = config.stash.get(LEDGER, None)
     if ledger is None or not (ledger.results or ledger.failed_starts):
         return
-    from pytest_llmperf.summary import terminal_lines
+    from pytest_llmperf.reports.summary import terminal_lines
 
     terminalreporter.section("llmperf")
     for line in terminal_lines(
@@ -517,7 +520,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     settings = config.stash.get(SETTINGS, None)
     if ledger is None or settings is None or hasattr(config, "workerinput"):
         return
-    from pytest_llmperf.summary import write_outputs
+    from pytest_llmperf.reports.summary import write_outputs
 
     write_outputs(ledger, settings, hardware=config.stash[HARDWARE])
     if ledger.output_errors and session.exitstatus == pytest.ExitCode.OK:

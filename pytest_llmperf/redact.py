@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
-    from pytest_llmperf.settings import Settings
+    from pytest_llmperf.config import Settings
 
 MASK = "***"
 # Words of an option or variable name that say its value is a credential. "tokens" (a count)

@@ -11,62 +11,18 @@ import math
 import os
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_llmperf import redact, rootdir_guard
+from pytest_llmperf.config import Settings
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.variants import Variant, from_engines, load_variants
+from pytest_llmperf.variants import from_engines, load_variants
 
 GROUP = "llmperf"
 CONTEXTS = ("pr", "nightly")
-
-
-@dataclass(frozen=True)
-class Settings:
-    engines: tuple[str, ...] = ()  # empty: the plugin is idle (no engine selected)
-    hardware: str | None = None  # None: detect
-    model: str | None = None  # None: the embedded tiny model (vLLM, llama.cpp)
-    engine_args: tuple[str, ...] = ()
-    engine_bin: str | None = None
-    endpoint: str | None = None
-    profiles: tuple[str, ...] = ()  # empty: every profile
-    profile_files: tuple[Path, ...] = ()
-    num_prompts: int | None = None
-    baseline_dir: Path = Path("baselines")
-    update_baselines: bool = False
-    json_path: Path | None = None
-    dry_run: bool = False
-    startup_timeout: float = 900.0
-    request_timeout: float = 600.0
-    warmups: int = 8
-    sharegpt_path: Path | None = None
-    tokenizer: str | None = None
-    api_key_env: str | None = None
-    served_model_name: str | None = None
-    repeat: int = 1
-    confirm_reruns: int = 1
-    strict: bool = False  # "improved beyond tolerance" fails too (forces baseline refresh)
-    context: str = "pr"
-    tolerance_scale: float = 1.0
-    warn_only: bool = False
-    variants_file: Path | None = None
-    summary_path: Path | None = None
-    html_path: Path | None = None
-    history_path: Path | None = None
-    max_failed_requests: int = 0
-    # A profile with no comparable baseline for this machine: "record" (outside CI) or "fail".
-    first_run: str = "record"
-    extra: dict[str, Any] = field(default_factory=dict)
-    # The configurations to run in turn: the variants file's, else one per --engine.
-    variants: tuple[Variant, ...] = ()
-
-    @property
-    def active(self) -> bool:
-        return bool(self.engines)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -345,7 +301,8 @@ def _first_run(raw: Any) -> str:
 
 def resolve(config: pytest.Config) -> Settings:
     """Build ``Settings`` from the command line and ini; raises ``ConfigError``."""
-    from pytest_llmperf import engines, hardware
+    from pytest_llmperf import engines
+    from pytest_llmperf.engines import hardware
 
     raw_engines = _get(config, "engine")
     engine_names = _split_list(raw_engines) if raw_engines else ()
@@ -411,13 +368,13 @@ def resolve(config: pytest.Config) -> Settings:
             raise ConfigError(
                 "--llmperf-variants: the file names the engine of each variant; drop --engine"
             )
-        variants = load_variants(variants_file)
+        variants = load_variants(variants_file, engines.engine_names())
         engine_names = tuple(dict.fromkeys(v.engine for v in variants))
     else:
         variants = from_engines(engine_names)
     html_path = optional_path("html")
     if html_path is not None:
-        from pytest_llmperf.html_report import require_plotly
+        from pytest_llmperf.reports.html_report import require_plotly
 
         require_plotly()
 

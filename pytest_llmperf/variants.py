@@ -19,7 +19,8 @@ Variants file (YAML)::
 Baselines: a variant named like its engine is gated against that engine file's ``profiles:``;
 any other is gated against ``variants.<name>.profiles`` of the same file (docs/baselines.md).
 
-``python -m pytest_llmperf.variants`` prints the comparison table from baseline files alone.
+``python -m pytest_llmperf.reports variants`` prints the comparison table from baseline files
+alone.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmperf.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pytest_llmperf.settings import Settings
+    from pytest_llmperf.config import Settings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _KEYS = ("name", "engine", "model", "engine_args", "endpoint", "reference")
@@ -127,11 +127,11 @@ def _variant(path: Path, index: int, raw: Any, known_engines: Sequence[str]) -> 
     )
 
 
-def parse_variants(text: str, path: Path) -> tuple[Variant, ...]:
-    """Validate a variants document; every problem names the file and the variant."""
+def parse_variants(text: str, path: Path, known_engines: Sequence[str]) -> tuple[Variant, ...]:
+    """Validate a variants document; every problem names the file and the variant.
+    ``known_engines`` are the valid engine names (the caller asks the engine registry: this
+    module sits below the engines in the package's rooms)."""
     import yaml  # not at import time: settings (and so the plugin) imports this module
-
-    from pytest_llmperf.engines import engine_names
 
     try:
         document = yaml.safe_load(text)
@@ -144,7 +144,7 @@ def parse_variants(text: str, path: Path) -> tuple[Variant, ...]:
     raw_list = document["variants"]
     if not raw_list:
         raise _problem(path, "variants", "the list is empty")
-    known = list(engine_names())
+    known = list(known_engines)
     variants = [_variant(path, i, raw, known) for i, raw in enumerate(raw_list)]
     names = [v.name for v in variants]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -160,12 +160,12 @@ def parse_variants(text: str, path: Path) -> tuple[Variant, ...]:
     return tuple(variants)
 
 
-def load_variants(path: Path) -> tuple[Variant, ...]:
+def load_variants(path: Path, known_engines: Sequence[str]) -> tuple[Variant, ...]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--llmperf-variants {path}: cannot read: {exc.strerror}") from None
-    return parse_variants(text, path)
+    return parse_variants(text, path, known_engines)
 
 
 def reference_of(variants: Sequence[Variant]) -> str | None:
@@ -202,13 +202,3 @@ def _shared_endpoint(settings: Settings, variant: Variant) -> str | None:
     if variant.engine != "external" and "external" in settings.engines:
         return None
     return settings.endpoint
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from pytest_llmperf.baseline_table import main as table_main
-
-    return table_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,11 +7,12 @@ takes about 45 s on two cores, so every test that only needs *a* server uses thi
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from pytest_llmperf.engines.base import free_port
 
 TINY_MODEL_NAME = "tiny-qwen3"
 VLLM_TEST_ENV = {
@@ -19,13 +20,6 @@ VLLM_TEST_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def vllm_available() -> bool:
@@ -82,7 +76,7 @@ def _outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
-    from pytest_llmperf.tinymodel import ensure_tiny_model
+    from pytest_llmperf.engines.tinymodel import ensure_tiny_model
 
     return ensure_tiny_model()
 
@@ -90,7 +84,7 @@ def tiny_model_dir() -> Path:
 def start_vllm(model_dir: Path, log_path: Path, *extra_args: str):  # type: ignore[no-untyped-def]
     """Start a real vLLM server on a free port and wait until it serves."""
     from pytest_llmperf.engines import LaunchRequest, get_engine
-    from pytest_llmperf.server import EngineServer
+    from pytest_llmperf.engines.server import EngineServer
 
     spec = get_engine("vllm")
     plan = spec.plan(

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import signal
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +84,24 @@ COMMON_NORMAL_STOP_CODES: frozenset[int] = frozenset(
 )
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free on ``host`` right now (the engine binds it moments later)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def is_python(executable: str) -> bool:
+    """An interpreter given as the engine executable: the engine is then started as a module."""
+    return os.path.basename(executable).startswith("python")
+
+
+# What uvicorn prints once an ASGI server (vLLM's, TensorRT-LLM's) accepts requests.
+UVICORN_READY = "Application startup complete."
+
+
 class EngineSpec:
     """Base class of the engine descriptions; subclasses override what differs."""
 
@@ -109,6 +129,20 @@ class EngineSpec:
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         raise NotImplementedError
+
+    def served(
+        self,
+        request: LaunchRequest,
+        head: tuple[str, ...],
+        *extra: str,
+        directories: tuple[Path, ...] = (),
+    ) -> LaunchPlan:
+        """The plan of a server started as ``head`` (executable and model), the user's engine
+        arguments and ``extra`` after it, listening on the request's host and port."""
+        argv = (*head, *request.engine_args, *extra, "--host", request.host)
+        argv += ("--port", str(request.port))
+        base, health = self.urls(request.host, request.port, self.health_path)
+        return LaunchPlan(argv=argv, base_url=base, health_url=health, directories=directories)
 
     def endpoint_is_ready(self, status_code: int) -> bool:
         """Whether the answer at ``endpoint_health_path`` lets a running server be measured."""

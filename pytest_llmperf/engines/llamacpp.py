@@ -39,8 +39,7 @@ def _json(body: str) -> Any:
 class LlamaCppEngine(EngineSpec):
     name = "llamacpp"
     display_name = "llama.cpp"
-    health_path = "/health"
-    ready_log_line = "server is listening on"
+    ready_log_line = "listening on http://"  # "main: server is listening on http://..."
     # No min_tokens. Current builds honour max_completion_tokens too, older ones only
     # max_tokens, which every build takes.
     quirks: ClassVar[RequestQuirks] = RequestQuirks(
@@ -59,19 +58,8 @@ class LlamaCppEngine(EngineSpec):
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable or DEFAULT_EXECUTABLE
         slot_args, directories = self._slot_save_path(request)
-        argv = (
-            executable,
-            "-m",
-            request.model,
-            *request.engine_args,
-            *slot_args,
-            "--host",
-            request.host,
-            "--port",
-            str(request.port),
-        )
-        base, health = self.urls(request.host, request.port, self.health_path)
-        return LaunchPlan(argv=argv, base_url=base, health_url=health, directories=directories)
+        head = (executable, "-m", request.model)
+        return self.served(request, head, *slot_args, directories=directories)
 
     @staticmethod
     def _slot_save_path(request: LaunchRequest) -> tuple[tuple[str, ...], tuple[Path, ...]]:

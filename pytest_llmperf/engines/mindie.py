@@ -45,7 +45,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +56,7 @@ from pytest_llmperf.engines.base import (
     LaunchPlan,
     LaunchRequest,
     RequestQuirks,
+    free_port,
 )
 from pytest_llmperf.errors import ConfigError
 
@@ -214,15 +214,6 @@ def parse_engine_args(args: tuple[str, ...]) -> MindIESettings:
             )
         position += 1
     return settings
-
-
-def free_port(host: str) -> int:
-    """A port the OS reports free on ``host`` right now (for MindIE's management plane)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def build_config(

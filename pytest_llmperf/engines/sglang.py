@@ -7,7 +7,6 @@ requested stop it SIGKILLs its whole process tree, itself included, so -9/137 is
 
 from __future__ import annotations
 
-import os
 import signal
 from typing import ClassVar
 
@@ -18,20 +17,16 @@ from pytest_llmperf.engines.base import (
     LaunchPlan,
     LaunchRequest,
     ResetAnswer,
+    is_python,
 )
 
 LAUNCH_MODULE = "sglang.launch_server"
 DEFAULT_PYTHON = "python3"
 
 
-def _is_python(executable: str) -> bool:
-    return os.path.basename(executable).startswith("python")
-
-
 class SGLangEngine(EngineSpec):
     name = "sglang"
     display_name = "SGLang"
-    health_path = "/health"
     ready_log_line = "The server is fired up and ready to roll!"
     # Listed although COMMON_NORMAL_STOP_CODES has them: SGLang's own SIGKILL is the usual end.
     normal_stop_codes: ClassVar[frozenset[int]] = COMMON_NORMAL_STOP_CODES | {
@@ -51,11 +46,9 @@ class SGLangEngine(EngineSpec):
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable or DEFAULT_PYTHON
-        if _is_python(executable):
+        if is_python(executable):
             head: tuple[str, ...] = (executable, "-m", LAUNCH_MODULE, "--model-path", request.model)
         else:
             # A non-Python --engine-bin is taken to be the newer `sglang` launcher.
             head = (executable, "serve", "--model-path", request.model)
-        argv = (*head, *request.engine_args, "--host", request.host, "--port", str(request.port))
-        base, health = self.urls(request.host, request.port, self.health_path)
-        return LaunchPlan(argv=argv, base_url=base, health_url=health)
+        return self.served(request, head)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, LaunchRequest
+from pytest_llmperf.engines.base import UVICORN_READY, EngineSpec, LaunchPlan, LaunchRequest
 
 DEFAULT_EXECUTABLE = "trtllm-serve"
 
@@ -16,23 +16,11 @@ DEFAULT_EXECUTABLE = "trtllm-serve"
 class TensorRTLLMEngine(EngineSpec):
     name = "trtllm"
     display_name = "TensorRT-LLM"
-    health_path = "/health"
-    ready_log_line = "Application startup complete."
+    ready_log_line = UVICORN_READY
     version_paths: ClassVar[tuple[str, ...]] = ("/version",)
     no_cache_reset: ClassVar[str] = (
         "TensorRT-LLM has no reset route, and it reuses KV blocks by default"
     )
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
-        executable = request.executable or DEFAULT_EXECUTABLE
-        argv = (
-            executable,
-            request.model,
-            *request.engine_args,
-            "--host",
-            request.host,
-            "--port",
-            str(request.port),
-        )
-        base, health = self.urls(request.host, request.port, self.health_path)
-        return LaunchPlan(argv=argv, base_url=base, health_url=health)
+        return self.served(request, (request.executable or DEFAULT_EXECUTABLE, request.model))

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from importlib.metadata import PackageNotFoundError, distribution
 from typing import ClassVar
 
-from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, LaunchRequest
+from pytest_llmperf.engines.base import (
+    UVICORN_READY,
+    EngineSpec,
+    LaunchPlan,
+    LaunchRequest,
+    is_python,
+)
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -23,15 +28,10 @@ def _console_script_works() -> bool:
     return True
 
 
-def _is_python(executable: str) -> bool:
-    return os.path.basename(executable).startswith("python")
-
-
 class VLLMEngine(EngineSpec):
     name = "vllm"
     display_name = "vLLM"
-    health_path = "/health"
-    ready_log_line = "Application startup complete."
+    ready_log_line = UVICORN_READY
     version_paths: ClassVar[tuple[str, ...]] = ("/version",)
     # POST /reset_prefix_cache exists only in dev mode (VLLM_SERVER_DEV_MODE=1), which also
     # opens /collective_rpc, /sleep and weight updates on the port, unguarded by --api-key.
@@ -46,10 +46,8 @@ class VLLMEngine(EngineSpec):
             else:
                 executable = sys.executable
         head: tuple[str, ...]
-        if _is_python(executable):
+        if is_python(executable):
             head = (executable, "-m", API_SERVER_MODULE, "--model", request.model)
         else:
             head = (executable, "serve", request.model)
-        argv = (*head, *request.engine_args, "--host", request.host, "--port", str(request.port))
-        base, health = self.urls(request.host, request.port, self.health_path)
-        return LaunchPlan(argv=argv, base_url=base, health_url=health)
+        return self.served(request, head)

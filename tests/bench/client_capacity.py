@@ -2,7 +2,7 @@
 
 A script, not a test: it prints figures. The stand-in streaming server
 (tests/support/stream_server.py) runs in its own process on the other cores; this process
-pins itself to one core and drives it first with our client (``pytest_llmperf.loadgen``)
+pins itself to one core and drives it first with our client (``pytest_llmperf.measure.loadgen``)
 and then with the client of ``vllm bench serve`` (its request functions from
 ``vllm.benchmarks.lib.endpoint_request_func`` over one aiohttp session set up the way
 ``vllm bench serve`` sets it up), alternating for a few rounds and keeping each one's best.
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 from stream_server import StandInProcess
 
-from pytest_llmperf.loadgen import (
+from pytest_llmperf.measure.loadgen import (
     CHAT_ENDPOINT,
     COMPLETIONS_ENDPOINT,
     LoadConfig,

@@ -36,9 +36,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from pytest_llmperf import baseline  # noqa: E402
-from tests.reliability import baseline_writer  # noqa: E402
-from tests.reliability.helpers import (  # noqa: E402
+from pytest_llmperf.gate import (
+    store,
+)
+from tests.reliability import baseline_writer
+from tests.reliability.helpers import (
     PERF_TEST,
     PROFILES_YAML,
     REPORTS,
@@ -55,9 +57,9 @@ from tests.reliability.helpers import (  # noqa: E402
     run_pytest,
     seed_baseline,
 )
-from tests.reliability.test_engine_death import KILLING_TESTS  # noqa: E402
-from tests.reliability.test_startup_faults import PORT_THIEF_TESTS, TWO_TESTS  # noqa: E402
-from tests.support.fault_proxy import Fault, FaultPlan, FaultProxy  # noqa: E402
+from tests.reliability.test_engine_death import KILLING_TESTS
+from tests.reliability.test_startup_faults import PORT_THIEF_TESTS, TWO_TESTS
+from tests.support.fault_proxy import Fault, FaultPlan, FaultProxy
 
 
 @dataclass
@@ -109,7 +111,7 @@ def entries_damage(folder: Path, before: dict[str, set[str]]) -> list[str]:
             problems.append(f"{name}: stray file")
             continue
         try:
-            entries = set(baseline.load_all(path))
+            entries = set(store.load_all(path))
         except Exception as exc:
             problems.append(f"{name}: {exc}")
             continue
@@ -122,8 +124,7 @@ def entries_damage(folder: Path, before: dict[str, set[str]]) -> list[str]:
 
 def entry_names(folder: Path) -> dict[str, set[str]]:
     return {
-        str(p.relative_to(folder)): set(baseline.load_all(p))
-        for p in sorted(folder.rglob("*.yaml"))
+        str(p.relative_to(folder)): set(store.load_all(p)) for p in sorted(folder.rglob("*.yaml"))
     }
 
 
@@ -285,7 +286,7 @@ def within_budget(lab: Lab) -> Row:
         [*external_args(lab.proxy.url, lab.model), "--update-baselines", "--llmperf-max-failed=2"],
     )
     left = finish(project, run)
-    entry = baseline.load_entry(path, "tiny")
+    entry = store.load_entry(path, "tiny")
     recorded = entry is not None and entry.metrics.get("failed") == 2
     return Row(
         "2 faults, --llmperf-max-failed=2, --update-baselines",
@@ -440,7 +441,7 @@ def xdist_update(lab: Lab) -> Row:
         [*args, "--llmperf-profile=tiny-a,tiny-b,tiny-c,tiny-d", "--update-baselines", "-n", "4"],
     )
     left = finish(project, run)
-    entries = sorted(baseline.load_all(path)) if path.exists() else []
+    entries = sorted(store.load_all(path)) if path.exists() else []
     return Row(
         "--update-baselines from 4 xdist workers",
         f"{'passed' if run.returncode == 0 else 'FAILED'} in {run.seconds:.1f} s; one file with "
@@ -471,7 +472,7 @@ def writer_interrupted(lab: Lab, sig: signal.Signals) -> Row:
         writer.send_signal(sig)
         writer.communicate(timeout=60)
         try:
-            entry = baseline.load_entry(path, "p")
+            entry = store.load_entry(path, "p")
             last = int(entry.metrics["metric_0"] // 1000) if entry else last
         except Exception:
             torn += 1
@@ -490,7 +491,7 @@ def writer_interrupted(lab: Lab, sig: signal.Signals) -> Row:
 def entries_damage_after_next_update(
     path: Path, names: dict[str, set[str]], folder: Path
 ) -> list[str]:
-    baseline.record_entry(path, "p", baseline_writer.entry(0), header=baseline_writer.HEADER)
+    store.record_entry(path, "p", baseline_writer.entry(0), header=baseline_writer.HEADER)
     return entries_damage(folder, names)
 
 
@@ -519,7 +520,7 @@ def write_killed(lab: Lab) -> Row:
             "note": "x" * 1_000_000,
             "profiles": {"p": baseline_writer.entry(k)},
         }
-        texts.append(baseline.dump_document(document))
+        texts.append(store.dump_document(document))
         (lab.root / f"text-{k}.yaml").write_text(texts[k])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(texts[0])
@@ -708,7 +709,7 @@ def main() -> int:
     for key, value in {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}.items():
         os.environ.setdefault(key, value)
 
-    from pytest_llmperf.tinymodel import ensure_tiny_model
+    from pytest_llmperf.engines.tinymodel import ensure_tiny_model
     from tests.conftest import start_vllm
 
     model = ensure_tiny_model()

@@ -93,7 +93,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    from pytest_llmperf import fingerprint
+    from pytest_llmperf.engines import fingerprint
 
     here = fingerprint.this_machine()
     print(f"machine: {fingerprint.describe(here.with_versions().as_dict())}", flush=True)

@@ -27,9 +27,13 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from pytest_llmperf import datasets, loadgen, metrics  # noqa: E402
-from pytest_llmperf.tinymodel import ensure_tiny_model  # noqa: E402
-from tests.conftest import TINY_MODEL_NAME, VLLM_TEST_ENV, start_vllm  # noqa: E402
+from pytest_llmperf.engines.tinymodel import ensure_tiny_model
+from pytest_llmperf.measure import (
+    datasets,
+    loadgen,
+    metrics,
+)
+from tests.conftest import TINY_MODEL_NAME, VLLM_TEST_ENV, start_vllm
 
 KEYS = ("total_token_throughput", "mean_ttft_ms", "mean_tpot_ms")
 WARMUPS = 8

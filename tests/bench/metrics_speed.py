@@ -14,7 +14,7 @@ from array import array
 
 import numpy as np
 
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.measure.metrics import compute_metrics
 from pytest_llmperf.models import RequestRecord
 
 

@@ -32,8 +32,8 @@ from noise_support import (
     worst_pct,
 )
 
-from pytest_llmperf.profiles import builtin_profiles
-from pytest_llmperf.runner import measure
+from pytest_llmperf.measure.profiles import builtin_profiles
+from pytest_llmperf.measure.run import measure
 
 
 def main() -> int:

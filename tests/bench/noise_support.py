@@ -18,9 +18,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_llmperf.profiles import WorkloadProfile, builtin_profiles
-from pytest_llmperf.runner import EngineSession, Target, Workloads, scaled_profile
-from pytest_llmperf.settings import Settings
+from pytest_llmperf.config import Settings
+from pytest_llmperf.engines.session import EngineSession, Target
+from pytest_llmperf.measure.profiles import WorkloadProfile, builtin_profiles
+from pytest_llmperf.measure.run import Workloads, scaled_profile
 
 # The metrics a baseline gates by default, then the ones a reviewer might gate instead.
 GATED = ("total_token_throughput", "mean_tpot_ms")

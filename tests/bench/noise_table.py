@@ -42,11 +42,11 @@ import yaml
 from noise_support import embedded_server, load_average, wait_for_quiet
 from slow_proxy import SlowProxyProcess
 
-from pytest_llmperf import baseline
 from pytest_llmperf.atomic import write_atomically
-from pytest_llmperf.gate import GateRequest, run_gate
+from pytest_llmperf.gate import store
+from pytest_llmperf.gate.loop import GateRequest, run_gate
+from pytest_llmperf.measure.run import measure
 from pytest_llmperf.models import Outcome
-from pytest_llmperf.runner import measure
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "baselines" / "cpu" / "tiny-qwen3" / "vllm.yaml"
@@ -56,8 +56,8 @@ UNCONFIRMED = "the rerun did not confirm it"
 def shipped_tolerances(profile: str) -> dict[str, float] | None:
     """The tolerances the repository's CPU baseline gives the profile, if it has any."""
     try:
-        entry = baseline.load_entry(SHIPPED, profile)
-    except baseline.BaselineError:
+        entry = store.load_entry(SHIPPED, profile)
+    except store.BaselineError:
         return None
     return dict(entry.tolerances) if entry and entry.tolerances else None
 
@@ -112,7 +112,7 @@ def main() -> int:
             parser.error(f"{SHIPPED} gives {args.profile} no tolerances")
         tolerances = found
     else:
-        tolerances = dict(baseline.DEFAULT_TOLERANCES)
+        tolerances = dict(store.DEFAULT_TOLERANCES)
 
     started = time.monotonic()
     loads: list[float] = []
@@ -153,7 +153,7 @@ def main() -> int:
             return 1
         path = Path(recorded.baseline_file)
         set_tolerances(path, profile.name, tolerances)
-        entry = baseline.load_entry(path, profile.name)
+        entry = store.load_entry(path, profile.name)
         assert entry is not None
         print(
             "baseline: "

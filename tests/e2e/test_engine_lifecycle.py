@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from pytest_llmperf.engines import LaunchRequest, get_engine
+from pytest_llmperf.engines.server import EngineServer, descendants, group_members
+from pytest_llmperf.engines.warden import is_alive
 from pytest_llmperf.errors import EngineStartError
-from pytest_llmperf.server import EngineServer, descendants, group_members
-from pytest_llmperf.warden import is_alive
 from tests.conftest import TINY_MODEL_NAME, VLLM_TEST_ENV, free_port, requires_vllm, start_vllm
 from tests.support.processes import command_line, wait_gone
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_llmperf import fingerprint
+from pytest_llmperf.engines import fingerprint
 from tests.conftest import VLLM_TEST_ENV, requires_vllm
 
 pytestmark = [pytest.mark.e2e, requires_vllm]

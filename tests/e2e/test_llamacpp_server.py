@@ -18,12 +18,12 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_llmperf.datasets import build_requests, load_tokenizer
 from pytest_llmperf.engines import get_engine
+from pytest_llmperf.engines.server import EngineServer, group_members
 from pytest_llmperf.errors import EngineStartError
+from pytest_llmperf.measure.datasets import build_requests, load_tokenizer
+from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.models import RequestRecord, SampleRequest
-from pytest_llmperf.profiles import builtin_profiles
-from pytest_llmperf.server import EngineServer, group_members
 from tests.conftest import TINY_MODEL_NAME
 from tests.support.llama_server import llama_server, requires_llama_server
 from tests.support.processes import wait_gone
@@ -36,7 +36,7 @@ COMPLETIONS = "/v1/completions"
 
 @pytest.fixture(scope="session")
 def tiny_gguf(tiny_model_dir: Path) -> Path:
-    from pytest_llmperf.tinymodel.gguf_file import ensure_tiny_gguf
+    from pytest_llmperf.engines.tinymodel.gguf_file import ensure_tiny_gguf
 
     return ensure_tiny_gguf(tiny_model_dir.parent)
 
@@ -142,7 +142,7 @@ def test_metrics_endpoint(shared_server: EngineServer) -> None:
 
 
 def _send(base_url: str, endpoint: str, requests: list[SampleRequest]) -> list[RequestRecord]:
-    from pytest_llmperf.loadgen import LoadConfig, run_load
+    from pytest_llmperf.measure.loadgen import LoadConfig, run_load
 
     config = LoadConfig(
         base_url=base_url,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.engines import get_engine
-from pytest_llmperf.loadgen import CHAT_ENDPOINT, COMPLETIONS_ENDPOINT, LoadConfig, run_load
+from pytest_llmperf.measure.loadgen import CHAT_ENDPOINT, COMPLETIONS_ENDPOINT, LoadConfig, run_load
 from pytest_llmperf.models import RequestRecord, SampleRequest
 
 OUTPUT_LEN = 8

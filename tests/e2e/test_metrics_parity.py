@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.measure.metrics import compute_metrics
 from pytest_llmperf.models import RequestRecord
-from pytest_llmperf.report import format_result_block, results_json
+from pytest_llmperf.reports.vllm_block import format_result_block, results_json
 
 pytestmark = pytest.mark.e2e
 

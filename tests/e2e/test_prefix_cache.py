@@ -37,7 +37,7 @@ import json, os, re, statistics
 import httpx
 import pytest
 
-from pytest_llmperf import loadgen
+from pytest_llmperf.measure import loadgen
 
 DEV_ONLY = [("POST", "/collective_rpc"), ("POST", "/sleep"), ("POST", "/wake_up"),
             ("GET", "/is_sleeping"), ("POST", "/reset_prefix_cache"), ("GET", "/server_info")]

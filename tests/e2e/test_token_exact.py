@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.datasets import (
+from pytest_llmperf.measure.datasets import (
     build_requests,
     load_tokenizer,
     sharegpt_requests,
     write_synthetic_sharegpt,
 )
+from pytest_llmperf.measure.profiles import builtin_profiles
+from pytest_llmperf.measure.tokenizer import Tokenizer
 from pytest_llmperf.models import SampleRequest
-from pytest_llmperf.profiles import builtin_profiles
-from pytest_llmperf.tokenizer import Tokenizer
 from tests.conftest import TINY_MODEL_NAME
 
 pytestmark = pytest.mark.e2e
@@ -46,7 +46,7 @@ def template_overhead(model_dir: Path, tok: Tokenizer) -> int:
 
 
 def send(base_url: str, endpoint: str, requests: list[SampleRequest]) -> list[Any]:
-    from pytest_llmperf.loadgen import LoadConfig, run_load
+    from pytest_llmperf.measure.loadgen import LoadConfig, run_load
 
     config = LoadConfig(base_url=base_url, model=TINY_MODEL_NAME, endpoint=endpoint, seed=0)
     records = run_load(config, requests).records

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from pytest_llmperf.engines import LaunchRequest, get_engine
-from pytest_llmperf.server import EngineServer, group_members
+from pytest_llmperf.engines.server import EngineServer, group_members
 
 STANDINS = Path(__file__).resolve().parents[1] / "support" / "standins"
 MODEL = "Qwen/Qwen3-32B"

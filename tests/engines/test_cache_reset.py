@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pytest_llmperf import runner
-from pytest_llmperf.engines import get_engine
+from pytest_llmperf.engines import get_engine, session
 from pytest_llmperf.engines.base import (
     CacheReset,
     EngineSpec,
@@ -24,12 +23,12 @@ from pytest_llmperf.engines.base import (
     LaunchRequest,
     ResetAnswer,
 )
-from pytest_llmperf.runner import Target, reset_prefix_cache
+from pytest_llmperf.engines.session import Target, reset_prefix_cache
 
 
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "RESET_RETRY_PAUSES", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(session, "RESET_RETRY_PAUSES", (0.01, 0.01, 0.01))
 
 
 def target(engine: str, base_url: str) -> Target:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import llamacpp_build
+from pytest_llmperf.config import Settings
+from pytest_llmperf.engines import llamacpp_build
+from pytest_llmperf.engines.session import plan_launch
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.runner import plan_launch
-from pytest_llmperf.settings import Settings
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")

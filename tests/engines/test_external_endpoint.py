@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pytest_llmperf.config import Settings
 from pytest_llmperf.engines import LaunchRequest, get_engine
-from pytest_llmperf.runner import EngineSession
-from pytest_llmperf.settings import Settings
+from pytest_llmperf.engines.session import EngineSession
 
 
 def test_external_plan_reaches_a_running_server(standins) -> None:

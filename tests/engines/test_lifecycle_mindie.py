@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from pytest_llmperf.engines.server import descendants
 from pytest_llmperf.errors import EngineDiedError, EngineStartError
-from pytest_llmperf.server import descendants
 
 
 def test_ready_on_the_management_port_and_abort_after_stop_is_normal(standins) -> None:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pytest_llmperf.errors import EngineStartError
-from pytest_llmperf.loadgen import CHAT_ENDPOINT, LoadConfig, run_load
+from pytest_llmperf.measure.loadgen import CHAT_ENDPOINT, LoadConfig, run_load
 from pytest_llmperf.models import SampleRequest
 
 

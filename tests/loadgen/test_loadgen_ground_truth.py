@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from stream_server import StandInProcess
 
-from pytest_llmperf.loadgen import CHAT_ENDPOINT, LoadConfig, run_load
+from pytest_llmperf.measure.loadgen import CHAT_ENDPOINT, LoadConfig, run_load
 from pytest_llmperf.models import RequestRecord, SampleRequest
 
 STREAMS = 256

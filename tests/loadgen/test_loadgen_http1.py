@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import httpx
 import pytest
 
-from pytest_llmperf.http1 import StreamingTransport
+from pytest_llmperf.measure.http1 import StreamingTransport
 
 Script = Sequence[bytes | float]  # bytes to send, or seconds to wait
 

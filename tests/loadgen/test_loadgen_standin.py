@@ -19,7 +19,7 @@ import pytest
 from stream_server import StandInProcess
 
 from pytest_llmperf.engines.base import RequestQuirks
-from pytest_llmperf.loadgen import (
+from pytest_llmperf.measure.loadgen import (
     CHAT_ENDPOINT,
     COMPLETIONS_ENDPOINT,
     LoadConfig,
@@ -341,7 +341,7 @@ def test_cancelling_closes_the_streams(stand_in: StandInProcess) -> None:
 def test_ctrl_c_stops_a_run_and_closes_its_connections(stand_in: StandInProcess) -> None:
     script = textwrap.dedent(
         f"""
-        from pytest_llmperf.loadgen import LoadConfig, run_load
+        from pytest_llmperf.measure.loadgen import LoadConfig, run_load
         from pytest_llmperf.models import SampleRequest
         config = LoadConfig(base_url={stand_in.base_url!r}, model="m",
                             extra_body={{"x_mode": "stall"}}, max_concurrency=3)

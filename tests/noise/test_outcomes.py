@@ -80,7 +80,7 @@ def suite(
 
 
 def _baseline(pytester: pytest.Pytester, tiny_model_dir: Path) -> Path:
-    from pytest_llmperf.baseline import baseline_path
+    from pytest_llmperf.gate.store import baseline_path
 
     return baseline_path(pytester.path / "baselines", "cpu", str(tiny_model_dir), "external")
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_llmperf.loadgen import LoadConfig, run_load
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.measure.loadgen import LoadConfig, run_load
+from pytest_llmperf.measure.metrics import compute_metrics
 from pytest_llmperf.models import SampleRequest
 from tests.support.slow_proxy import SlowProxy, SlowProxyProcess
 from tests.support.stream_server import StandInProcess

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.baseline import BaselineEntry, GateSettings, compare, judge, noise_limit
+from pytest_llmperf.gate.store import BaselineEntry
+from pytest_llmperf.gate.verdict import GateSettings, compare, judge, noise_limit
 from pytest_llmperf.models import Direction, Outcome
 
 WORKLOAD = {"dataset": "random", "num_prompts": 32}

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_llmperf import fingerprint
-from pytest_llmperf.baseline import baseline_path
+from pytest_llmperf.engines import fingerprint
+from pytest_llmperf.gate.store import baseline_path
 from tests.support.stream_server import StandInProcess
 from tests.unit.test_fingerprint import A100_X8, AMX, AVX_ONLY, cpu_probe
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import baseline
+from pytest_llmperf.gate import store
 
 SCRIPT = Path(__file__).resolve()
 HEADER = {"hardware": "cpu", "model": "tiny-qwen3", "engine": "vllm"}
@@ -33,7 +33,7 @@ def seed(path: Path, fillers: int) -> None:
     profiles = {f"filler-{i:03d}": entry(i) for i in range(fillers)}
     profiles["p"] = entry(0)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(baseline.dump_document({"schema": 1, **HEADER, "profiles": profiles}))
+    path.write_text(store.dump_document({"schema": 1, **HEADER, "profiles": profiles}))
 
 
 def main(argv: list[str]) -> None:
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
     last = first + int(argv[3]) if len(argv) > 3 else None
     k = first
     while last is None or k < last:
-        baseline.record_entry(path, pattern.replace("#", str(k)), entry(k), header=HEADER)
+        store.record_entry(path, pattern.replace("#", str(k)), entry(k), header=HEADER)
         print(k, flush=True)
         k += 1
 

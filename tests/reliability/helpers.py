@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_llmperf import baseline
+from pytest_llmperf.gate import store
 
 TOKEN_VARIABLE = "LLMPERF_FAULT_SCENARIO"
 
@@ -117,7 +117,7 @@ class Project:
         return self.root / "baselines"
 
     def baseline_file(self, model: str, engine: str = "external", hardware: str = "cpu") -> Path:
-        return baseline.baseline_path(self.baselines, hardware, model, engine)
+        return store.baseline_path(self.baselines, hardware, model, engine)
 
 
 def make_project(
@@ -288,7 +288,7 @@ def damaged_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
 def seed_baseline(path: Path, profiles: dict[str, float]) -> None:
     """A reviewed baseline file with one entry per profile (metrics are made up)."""
     for name, throughput in profiles.items():
-        baseline.record_entry(
+        store.record_entry(
             path,
             name,
             {

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import baseline
 from pytest_llmperf.atomic import write_atomically
+from pytest_llmperf.gate import store
 from tests.conftest import requires_vllm
 from tests.reliability import baseline_writer
 from tests.reliability.baseline_writer import HEADER, entry
@@ -58,7 +58,7 @@ def test_parallel_writers_each_keep_every_entry(tmp_path: Path) -> None:
     outputs = [writer.communicate(timeout=300)[0].split() for writer in writers]
     assert [writer.returncode for writer in writers] == [0, 0, 0, 0]
     assert all(len(done) == 12 for done in outputs)
-    entries = baseline.load_all(path)
+    entries = store.load_all(path)
     assert sorted(entries) == sorted(f"w{w}-{k}" for w in range(4) for k in range(12))
     assert entries["w3-11"].metrics["metric_0"] == 11000.0
     assert _stray_files(path.parent) == []
@@ -70,7 +70,7 @@ def _expected_text(tmp_path: Path, k: int, cache: dict[int, str]) -> str:
         reference = tmp_path / "reference" / f"{k}" / "vllm.yaml"
         _seed(reference)
         if k:
-            baseline.record_entry(reference, "p", entry(k), header=HEADER)
+            store.record_entry(reference, "p", entry(k), header=HEADER)
         cache[k] = reference.read_text()
     return cache[k]
 
@@ -99,16 +99,16 @@ def test_interrupted_update_leaves_old_or_complete_new_file(
         rest = writer.communicate(timeout=60)[0].split()
         done = [int(first)] + [int(k) for k in rest]
         text = path.read_text()
-        k = baseline.load_entry(path, "p").metrics["metric_0"] // 1000  # type: ignore[union-attr]
+        k = store.load_entry(path, "p").metrics["metric_0"] // 1000  # type: ignore[union-attr]
         # Done updates are in the file; at most the one under way may have landed too.
         assert done[-1] <= k <= done[-1] + 1
         assert text == _expected_text(tmp_path, int(k), texts), "a torn or mixed file"
-        assert len(baseline.load_all(path)) == FILLER_PROFILES + 1
+        assert len(store.load_all(path)) == FILLER_PROFILES + 1
         strays_seen += len(_stray_files(path.parent))
         written = int(k)
     # A temporary file a killed writer left is never what a reader sees, and the next update
     # clears it away so it cannot be committed next to the baseline.
-    baseline.record_entry(path, "p", entry(written + 1), header=HEADER)
+    store.record_entry(path, "p", entry(written + 1), header=HEADER)
     assert _stray_files(path.parent) == []
     print(f"{sig.name}: {strays_seen} temporary file(s) seen between rounds")
 
@@ -155,7 +155,7 @@ def test_interrupt_inside_the_write_never_tears_the_file(
     # SIGKILL leaves the temporary file of the write it stopped; the next update of the
     # baseline (under its lock, so no write can be under way) removes every such file.
     _seed(path)
-    baseline.record_entry(path, "p", entry(1), header=HEADER)
+    store.record_entry(path, "p", entry(1), header=HEADER)
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == ["vllm.yaml"]
 
 
@@ -168,9 +168,9 @@ def test_four_xdist_workers_update_one_file(
     project = make_project(tmp_path)
     path = project.baseline_file(str(tiny_model_dir))
     seed_baseline(path, {"kept": 123.0})
-    document = baseline.read_document(path)
+    document = store.read_document(path)
     document["profiles"]["kept"]["tolerances"] = {"mean_tpot_ms": 7.5}
-    write_atomically(path, baseline.dump_document(document))
+    write_atomically(path, store.dump_document(document))
     args = [a for a in external_args(proxy.url, tiny_model_dir) if "profile" not in a]
     run = run_pytest(
         project,
@@ -179,7 +179,7 @@ def test_four_xdist_workers_update_one_file(
     assert run.returncode == 0, run.log
     assert "4 passed" in run.output, run.log
     assert "4 workers [4 items]" in run.output, run.log
-    entries = baseline.load_all(path)
+    entries = store.load_all(path)
     assert sorted(entries) == ["kept", "tiny-a", "tiny-b", "tiny-c", "tiny-d"]
     for name in ("tiny-a", "tiny-b", "tiny-c", "tiny-d"):
         assert entries[name].metrics["completed"] == 8

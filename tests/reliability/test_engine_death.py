@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.server import descendants
+from pytest_llmperf.engines.server import descendants
 from tests.conftest import requires_vllm
 from tests.reliability.helpers import (
     alive,
@@ -41,8 +41,8 @@ KILLING_TESTS = textwrap.dedent(
     import httpx
     import pytest
 
-    from pytest_llmperf import loadgen
-    from pytest_llmperf.server import descendants
+    from pytest_llmperf.measure import loadgen
+    from pytest_llmperf.engines.server import descendants
 
     RUNNING = re.compile(r"^vllm:num_requests_running\\{[^}]*\\} ([0-9.]+)$", re.M)
 

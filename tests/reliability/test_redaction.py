@@ -147,12 +147,12 @@ def yaml_command(project: Project, model: Path) -> str:
 
 BROKEN_METRICS = textwrap.dedent(
     """
-    import pytest_llmperf.metrics
+    import pytest_llmperf.measure.metrics
 
     def broken(*args, **kwargs):
         raise RuntimeError("an unexpected bug while computing metrics")
 
-    pytest_llmperf.metrics.compute_metrics = broken
+    pytest_llmperf.measure.metrics.compute_metrics = broken
     """
 )
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import baseline
-from pytest_llmperf.modelkey import model_slug
+from pytest_llmperf.gate import store
+from pytest_llmperf.gate.modelkey import model_slug
 from tests.conftest import requires_vllm
 from tests.reliability.helpers import (
     PERF_TEST,
@@ -77,7 +77,7 @@ def test_api_key_goes_only_in_the_authorization_header_and_is_written_nowhere(
     outputs = project.root / "out"
     assert (outputs / "results.json").exists()
     assert (outputs / "junit.xml").exists()
-    entry = baseline.load_entry(project.baseline_file(str(tiny_model_dir)), "tiny")
+    entry = store.load_entry(project.baseline_file(str(tiny_model_dir)), "tiny")
     assert entry is not None
     assert entry.metrics["failed"] == 1
     results = json.loads((outputs / "results.json").read_text())
@@ -188,7 +188,7 @@ HOSTILE_NAMES = [
 @pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
 def test_names_in_baseline_paths_stay_inside_the_baseline_folder(tmp_path: Path, name: str) -> None:
     root = tmp_path / "baselines"
-    path = baseline.baseline_path(root, name, name, name)
+    path = store.baseline_path(root, name, name, name)
     relative = path.relative_to(root)
     assert len(relative.parts) == 3
     for part in relative.parts:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.engines import LaunchRequest, get_engine
+from pytest_llmperf.engines.server import EngineServer
 from pytest_llmperf.errors import EngineStartError
-from pytest_llmperf.server import EngineServer
 from tests.conftest import VLLM_TEST_ENV, requires_vllm
 from tests.reliability.helpers import (
     file_hashes,
@@ -43,12 +43,13 @@ PORT_THIEF_TESTS = (
     textwrap.dedent(
         """
     import socket
-    from pytest_llmperf import runner
+    from pytest_llmperf.engines import session
+    from pytest_llmperf.measure import run
 
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
     held.listen()
-    runner.free_port = lambda host="127.0.0.1": held.getsockname()[1]
+    session.free_port = lambda host="127.0.0.1": held.getsockname()[1]
     """
     )
     + TWO_TESTS

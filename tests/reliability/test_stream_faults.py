@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import baseline, loadgen
+from pytest_llmperf.gate import store
+from pytest_llmperf.measure import loadgen
 from pytest_llmperf.models import SampleRequest
 from tests.conftest import TINY_MODEL_NAME, requires_vllm
 from tests.reliability.helpers import (
@@ -159,7 +160,7 @@ def test_failed_requests_within_budget_pass(
         [*external_args(proxy.url, tiny_model_dir), "--update-baselines", "--llmperf-max-failed=3"],
     )
     assert run.returncode == 0, run.log
-    entry = baseline.load_entry(path, "tiny")
+    entry = store.load_entry(path, "tiny")
     assert entry is not None
     assert entry.metrics["completed"] == 5
     assert entry.metrics["failed"] == 3

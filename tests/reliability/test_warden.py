@@ -18,8 +18,8 @@ from pathlib import Path
 
 from pytest_llmperf.engines import get_engine
 from pytest_llmperf.engines.base import LaunchPlan
-from pytest_llmperf.server import EngineServer
-from pytest_llmperf.warden import is_alive, live_processes
+from pytest_llmperf.engines.server import EngineServer
+from pytest_llmperf.engines.warden import is_alive, live_processes
 from tests.conftest import free_port
 from tests.support.processes import command_line, wait_gone
 
@@ -45,7 +45,7 @@ HOLDER = textwrap.dedent(
     from pathlib import Path
     from pytest_llmperf.engines import get_engine
     from pytest_llmperf.engines.base import LaunchPlan
-    from pytest_llmperf.server import EngineServer
+    from pytest_llmperf.engines.server import EngineServer
 
     engine_script, pid_file, log, port = sys.argv[1:5]
     url = f"http://127.0.0.1:{port}"

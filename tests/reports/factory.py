@@ -6,8 +6,9 @@ import random
 from array import array
 from pathlib import Path
 
-from pytest_llmperf import baseline, metrics, series
-from pytest_llmperf.ledger import Ledger, ProfileResult
+from pytest_llmperf.gate import store
+from pytest_llmperf.gate.ledger import Ledger, ProfileResult
+from pytest_llmperf.measure import metrics, series
 from pytest_llmperf.models import RequestRecord
 
 
@@ -52,11 +53,11 @@ def result(
 
         verdict = Verdict(Outcome.RECORDED, notes=("recorded",))
     else:
-        entry = baseline.BaselineEntry(
+        entry = store.BaselineEntry(
             profile=profile,
             status="ok",
             metrics=base,
-            tolerances=dict(baseline.DEFAULT_TOLERANCES),
+            tolerances=dict(store.DEFAULT_TOLERANCES),
             workload=None,
             engine_version=None,
             command=None,
@@ -64,7 +65,7 @@ def result(
             spread={},
             runs=1,
         )
-        verdict = baseline.judge(
+        verdict = verdict.judge(
             entry, computed, workload, engine_version=None, baseline_file=Path("b.yaml")
         )
     return ProfileResult(

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from pytest_llmperf.escape import md_code, md_text, printable
-from pytest_llmperf.ledger import Ledger
-from pytest_llmperf.markdown import session_markdown
+from pytest_llmperf.gate.ledger import Ledger
 from pytest_llmperf.models import Outcome, Verdict
+from pytest_llmperf.reports.markdown import session_markdown
 from tests.reports.factory import result
 
 HOSTILE = (
@@ -69,7 +69,7 @@ def test_markdown_text_and_terminal_text() -> None:
 
 def test_plot_labels_from_a_shared_history_are_escaped() -> None:
     pytest.importorskip("plotly")
-    from pytest_llmperf.html_report import latency_figure, trend_figure
+    from pytest_llmperf.reports.html_report import latency_figure, trend_figure
 
     hostile = "<a href='https://evil.example'>v</a>%{y}"
     items = [

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_llmperf import history
+from pytest_llmperf.reports import history
 from tests.reports.factory import ledger
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 WRITER = """
 import os, sys, time
 from pathlib import Path
-from pytest_llmperf.history import append
+from pytest_llmperf.reports.history import append
 path, go, writer, batches, lines = Path(sys.argv[1]), Path(sys.argv[2]), *map(int, sys.argv[3:])
 (go.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():
@@ -76,8 +76,8 @@ def test_concurrent_appends_all_land_whole(tmp_path: Path) -> None:
 SESSION_END = """
 import os, sys, time
 from pathlib import Path
-from pytest_llmperf.settings import Settings
-from pytest_llmperf.summary import write_outputs
+from pytest_llmperf.config import Settings
+from pytest_llmperf.reports.summary import write_outputs
 from tests.reports.factory import ledger
 path, go = Path(sys.argv[1]), Path(sys.argv[2])
 book = ledger()
@@ -153,7 +153,7 @@ def test_trend_cli(tmp_path: Path) -> None:
         )
     out = tmp_path / "trend.html"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_llmperf.history", str(path), "--html", str(out)],
+        [sys.executable, "-m", "pytest_llmperf.reports.history", str(path), "--html", str(out)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import __version__, series
-from pytest_llmperf.settings import Settings
-from pytest_llmperf.summary import markdown_target, terminal_lines, write_outputs
-from pytest_llmperf.tables import Table, VariantRow, change_pct, variant_table
+from pytest_llmperf import __version__
+from pytest_llmperf.config import Settings
+from pytest_llmperf.measure import series
+from pytest_llmperf.reports.summary import markdown_target, terminal_lines, write_outputs
+from pytest_llmperf.reports.tables import Table, VariantRow, change_pct, variant_table
 from pytest_llmperf.variants import Variant
 from tests.reports.factory import ledger, records
 from tests.support.files import default_file_mode

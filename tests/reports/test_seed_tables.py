@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_llmperf.baseline_table import (
+from pytest_llmperf.reports.baseline_table import (
     Configuration,
     Folder,
     configuration_table,
     document_table,
     steps_table,
 )
-from pytest_llmperf.tables import Table
+from pytest_llmperf.reports.tables import Table
 
 REPO = Path(__file__).resolve().parents[2]
 A100 = REPO / "baselines" / "a100" / "qwen3-32b"
@@ -144,7 +144,7 @@ def test_910b_summary_matches_its_printed_changes() -> None:
 
 def test_cli_prints_the_tables(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_llmperf.variants", "--baselines", str(A100)],
+        [sys.executable, "-m", "pytest_llmperf.reports", "variants", "--baselines", str(A100)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -161,7 +161,8 @@ def test_cli_prints_the_tables(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "pytest_llmperf.variants",
+            "pytest_llmperf.reports",
+            "variants",
             "--baselines",
             str(A100),
             "--reference",
@@ -194,7 +195,15 @@ def test_cli_prints_the_tables(tmp_path: Path) -> None:
 )
 def test_cli_errors_say_what_is_wrong(args: list[str], message: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_llmperf.variants", "--baselines", str(A100), *args],
+        [
+            sys.executable,
+            "-m",
+            "pytest_llmperf.reports",
+            "variants",
+            "--baselines",
+            str(A100),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.config import Settings
+from pytest_llmperf.engines import engine_names
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.settings import Settings
 from pytest_llmperf.variants import (
     Variant,
     find,
@@ -18,6 +19,7 @@ from pytest_llmperf.variants import (
     settings_for,
 )
 
+ENGINES = engine_names()
 GOOD = """
 variants:
   - name: vllm
@@ -34,7 +36,7 @@ variants:
 
 
 def test_a_good_file() -> None:
-    variants = parse_variants(GOOD, Path("v.yaml"))
+    variants = parse_variants(GOOD, Path("v.yaml"), ENGINES)
     assert variants == (
         Variant("vllm", "vllm"),
         Variant("vllm-chunked", "vllm", None, ("--max-num-batched-tokens", "16384"), None, True),
@@ -47,7 +49,7 @@ def test_a_good_file() -> None:
 
 def test_first_is_the_reference_unless_one_is_marked() -> None:
     variants = parse_variants(
-        "variants: [{name: a, engine: vllm}, {name: b, engine: sglang}]", Path("f")
+        "variants: [{name: a, engine: vllm}, {name: b, engine: sglang}]", Path("f"), ENGINES
     )
     assert [v.reference for v in variants] == [True, False]
 
@@ -123,14 +125,14 @@ def test_settings_for_a_variant() -> None:
 )
 def test_bad_files_name_the_file_and_the_problem(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        parse_variants(text, Path("v.yaml"))
+        parse_variants(text, Path("v.yaml"), ENGINES)
     assert str(caught.value).startswith("--llmperf-variants v.yaml: ")
     assert message in str(caught.value)
 
 
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read: No such file"):
-        load_variants(tmp_path / "nope.yaml")
+        load_variants(tmp_path / "nope.yaml", ENGINES)
 
 
 # -- through pytest ---------------------------------------------------------------------------

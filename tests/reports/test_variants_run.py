@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_llmperf.baseline import baseline_path
+from pytest_llmperf.gate.store import baseline_path
 from tests.conftest import free_port
 from tests.support.files import widen_tolerances
 from tests.support.stream_server import StandInProcess

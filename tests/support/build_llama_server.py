@@ -30,7 +30,7 @@ from pathlib import Path
 
 # The plugin's cache rules, imported from the source tree: they need only the standard library.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from pytest_llmperf.llamacpp_build import (
+from pytest_llmperf.engines.llamacpp_build import (
     BINARY,
     SDIST_PACKAGE,
     SDIST_VERSION,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.embedded import embedded_engine_args
 from pytest_llmperf.engines import LaunchRequest, get_engine
-from pytest_llmperf.llamacpp_build import BUILD_COMMAND, build_dir, cached_llama_server
-from pytest_llmperf.server import EngineServer
+from pytest_llmperf.engines.embedded import embedded_engine_args
+from pytest_llmperf.engines.llamacpp_build import BUILD_COMMAND, build_dir, cached_llama_server
+from pytest_llmperf.engines.server import EngineServer
 from tests.conftest import free_port
 
 

@@ -1,5 +1,5 @@
 """What tests need to know about other processes: their command lines, and waiting until a
-set of them is gone. Process state itself comes from ``pytest_llmperf.warden``."""
+set of them is gone. Process state itself comes from ``pytest_llmperf.engines.warden``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_llmperf.warden import is_alive
+from pytest_llmperf.engines.warden import is_alive
 
 
 def command_line(pid: int) -> list[str]:

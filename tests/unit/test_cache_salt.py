@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_llmperf.config import Settings
 from pytest_llmperf.engines import get_engine
-from pytest_llmperf.loadgen import CHAT_ENDPOINT, LoadConfig, request_payload
+from pytest_llmperf.engines.session import plan_launch
+from pytest_llmperf.measure.loadgen import CHAT_ENDPOINT, LoadConfig, request_payload
+from pytest_llmperf.measure.run import salted
 from pytest_llmperf.models import SampleRequest
-from pytest_llmperf.runner import plan_launch, salted
-from pytest_llmperf.settings import Settings
 
 
 def test_a_started_vllm_never_gets_dev_mode(tmp_path: Path) -> None:

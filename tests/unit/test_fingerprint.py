@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf import fingerprint
-from pytest_llmperf.fingerprint import Probe, differences, from_probe, machine_key
+from pytest_llmperf.engines import fingerprint
+from pytest_llmperf.engines.fingerprint import Probe, differences, from_probe, machine_key
 
 AVX_ONLY = (
     "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["pytest_llmperf.loadgen", "pytest_llmperf.sse"])
+@pytest.mark.parametrize("module", ["pytest_llmperf.measure.loadgen", "pytest_llmperf.measure.sse"])
 def test_no_numpy_pytest_or_aiohttp(module: str) -> None:
     check = (
         f"import sys, {module}; "
@@ -20,5 +20,5 @@ def test_no_numpy_pytest_or_aiohttp(module: str) -> None:
 
 
 def test_sse_parser_needs_nothing_beyond_the_stdlib() -> None:
-    check = "import sys, pytest_llmperf.sse; assert 'httpx' not in sys.modules"
+    check = "import sys, pytest_llmperf.measure.sse; assert 'httpx' not in sys.modules"
     subprocess.run([sys.executable, "-c", check], check=True)

@@ -8,7 +8,12 @@ import pytest
 
 from pytest_llmperf.engines.base import RequestQuirks
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.loadgen import CHAT_ENDPOINT, COMPLETIONS_ENDPOINT, LoadConfig, request_payload
+from pytest_llmperf.measure.loadgen import (
+    CHAT_ENDPOINT,
+    COMPLETIONS_ENDPOINT,
+    LoadConfig,
+    request_payload,
+)
 from pytest_llmperf.models import SampleRequest
 
 REQUEST = SampleRequest(prompt="hello there", prompt_len=2, expected_output_len=17)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pytest_llmperf.sse import SSEParser
+from pytest_llmperf.measure.sse import SSEParser
 
 VLLM_STREAM = (
     b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'

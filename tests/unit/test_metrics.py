@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.metrics import (
+from pytest_llmperf.measure.metrics import (
     compute_metrics,
     percentile_key,
     sample_counts,

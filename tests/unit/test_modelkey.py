@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import baseline
 from pytest_llmperf.engines import get_engine
+from pytest_llmperf.engines.session import Target
 from pytest_llmperf.errors import BaselineError
-from pytest_llmperf.gate import GateRequest, run_gate
-from pytest_llmperf.modelkey import model_slug
-from pytest_llmperf.profiles import builtin_profiles
-from pytest_llmperf.runner import Measurement, Target
+from pytest_llmperf.gate import store
+from pytest_llmperf.gate.loop import GateRequest, run_gate
+from pytest_llmperf.gate.modelkey import model_slug
+from pytest_llmperf.measure.profiles import builtin_profiles
+from pytest_llmperf.measure.run import Measurement
 
 SHIPPED = Path(__file__).resolve().parents[2] / "baselines"
 
@@ -29,7 +30,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "baselines"
 def test_shipped_baselines_are_found_under_their_readable_names(
     hardware: str, model: str, engine: str, folder: str
 ) -> None:
-    path = baseline.baseline_path(SHIPPED, hardware, model, engine)
+    path = store.baseline_path(SHIPPED, hardware, model, engine)
     assert path == SHIPPED / hardware / folder / f"{engine}.yaml"
     assert path.is_file()
 
@@ -64,14 +65,14 @@ def _never() -> Measurement:
 
 
 def test_a_file_recorded_for_another_model_is_refused(tmp_path: Path) -> None:
-    path = baseline.baseline_path(tmp_path, "a100", "Qwen/Qwen3-32B", "vllm")
-    baseline.record_entry(
+    path = store.baseline_path(tmp_path, "a100", "Qwen/Qwen3-32B", "vllm")
+    store.record_entry(
         path,
         "short",
         {"status": "ok", "metrics": {"total_token_throughput": 1.0, "mean_tpot_ms": 1.0}},
         header={"hardware": "a100", "model": "Qwen/Qwen3-32B", "engine": "vllm"},
     )
-    assert baseline.baseline_path(tmp_path, "a100", "x/qwen3-32b", "vllm") == path
+    assert store.baseline_path(tmp_path, "a100", "x/qwen3-32b", "vllm") == path
     with pytest.raises(BaselineError, match=r"records 'Qwen/Qwen3-32B', this run serves"):
         run_gate(_gate_request(tmp_path, "x/qwen3-32b"), _never)
     # The hub spells ids in any case: the same model passes the check.
@@ -82,12 +83,12 @@ def test_a_file_recorded_for_another_model_is_refused(tmp_path: Path) -> None:
 def test_a_local_model_recorded_in_the_old_folder_is_still_found(tmp_path: Path) -> None:
     model = "/ckpt/run1/hf"
     old = tmp_path / "cpu" / "hf" / "vllm.yaml"
-    baseline.record_entry(
+    store.record_entry(
         old,
         "short",
         {"status": "ok", "metrics": {"total_token_throughput": 1.0, "mean_tpot_ms": 1.0}},
         header={"hardware": "cpu", "model": model, "engine": "vllm"},
     )
-    assert baseline.baseline_path(tmp_path, "cpu", model, "vllm") == old
-    other = baseline.baseline_path(tmp_path, "cpu", "/ckpt/run2/hf", "vllm")
+    assert store.baseline_path(tmp_path, "cpu", model, "vllm") == old
+    other = store.baseline_path(tmp_path, "cpu", "/ckpt/run2/hf", "vllm")
     assert other == tmp_path / "cpu" / model_slug("/ckpt/run2/hf") / "vllm.yaml"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_llmperf.progress import ProgressLine
+from pytest_llmperf.measure.progress import ProgressLine
 
 
 def test_one_line_per_tenth() -> None:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.datasets import build_requests, random_requests
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.profiles import builtin_profiles
-from pytest_llmperf.tokenizer import Tokenizer, load_tokenizer
+from pytest_llmperf.measure.datasets import build_requests, random_requests
+from pytest_llmperf.measure.profiles import builtin_profiles
+from pytest_llmperf.measure.tokenizer import Tokenizer, load_tokenizer
 
 pytest.importorskip("tokenizers")
 

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_llmperf import redact
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.http1 import _request_head
+from pytest_llmperf.measure.http1 import _request_head
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,7 @@ def test_remembered_values_are_masked_anywhere_in_text() -> None:
 
 
 def test_settings_secrets_are_remembered() -> None:
-    from pytest_llmperf.settings import Settings
+    from pytest_llmperf.config import Settings
 
     settings = Settings(
         engines=("vllm",),

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.metrics import compute_metrics, percentile_key
+from pytest_llmperf.measure.metrics import compute_metrics, percentile_key
 from pytest_llmperf.models import RequestRecord
-from pytest_llmperf.report import (
+from pytest_llmperf.reports.vllm_block import (
     format_result_block,
     result_filename,
     results_json,

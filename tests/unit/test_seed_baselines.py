@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_llmperf.profiles import WorkloadProfile, builtin_profiles
+from pytest_llmperf.measure.profiles import WorkloadProfile, builtin_profiles
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINES = REPO / "baselines"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.baseline import load_all
-from pytest_llmperf.report import format_result_block
+from pytest_llmperf.gate.store import load_all
+from pytest_llmperf.reports.vllm_block import format_result_block
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = REPO.parent / "shared" / "seeds"

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf import datasets
-from pytest_llmperf.datasets import (
+from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.measure import datasets
+from pytest_llmperf.measure.datasets import (
     build_requests,
     random_requests,
     sharegpt_requests,
     write_synthetic_sharegpt,
 )
-from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.profiles import builtin_profiles
-from pytest_llmperf.tokenizer import Tokenizer, load_tokenizer
+from pytest_llmperf.measure.profiles import builtin_profiles
+from pytest_llmperf.measure.tokenizer import Tokenizer, load_tokenizer
 
 pytest.importorskip("tokenizers")
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_llmperf import baseline, history
 from pytest_llmperf.atomic import append_text
 from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.gate import store
+from pytest_llmperf.reports import history
 
 ENTRY = {"status": "ok", "metrics": {"total_token_throughput": 1.0, "mean_tpot_ms": 1.0}}
 HEADER = {"hardware": "cpu", "model": "m", "engine": "vllm"}
@@ -19,12 +20,12 @@ def test_a_linked_baseline_is_written_through_the_link_and_locked_at_its_target(
     tmp_path: Path,
 ) -> None:
     shared = tmp_path / "shared" / "vllm.yaml"
-    baseline.record_entry(shared, "short", ENTRY, header=HEADER)
+    store.record_entry(shared, "short", ENTRY, header=HEADER)
     link = tmp_path / "baselines" / "cpu" / "m" / "vllm.yaml"
     link.parent.mkdir(parents=True)
     link.symlink_to(Path("../../../shared/vllm.yaml"))
 
-    baseline.record_entry(link, "medium", ENTRY, header=HEADER)
+    store.record_entry(link, "medium", ENTRY, header=HEADER)
 
     assert link.is_symlink()  # still a link, not a copy that stops following the target
     assert set(yaml.safe_load(shared.read_text())["profiles"]) == {"short", "medium"}

@@ -14,8 +14,8 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
 gguf = pytest.importorskip("gguf", reason="the `gguf` package (the llamacpp extra) is absent")
 
-from pytest_llmperf.tinymodel import ensure_tiny_model  # noqa: E402
-from pytest_llmperf.tinymodel.gguf_file import ensure_tiny_gguf, write_gguf  # noqa: E402
+from pytest_llmperf.engines.tinymodel import ensure_tiny_model  # noqa: E402
+from pytest_llmperf.engines.tinymodel.gguf_file import ensure_tiny_gguf, write_gguf  # noqa: E402
 
 
 @pytest.fixture(scope="module")

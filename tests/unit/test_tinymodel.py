@@ -28,7 +28,7 @@ GENERATE_TWICE = textwrap.dedent(
             raise OSError("network access attempted: " + event)
 
     sys.addaudithook(refuse_network)
-    from pytest_llmperf.tinymodel import MODEL_FILES, ensure_tiny_model, files_digest
+    from pytest_llmperf.engines.tinymodel import MODEL_FILES, ensure_tiny_model, files_digest
 
     first = ensure_tiny_model(Path(sys.argv[1]))
     second = ensure_tiny_model(Path(sys.argv[2]))
@@ -65,7 +65,7 @@ def test_generated_twice_identical_and_offline(tmp_path: Path) -> None:
 
 
 def test_cached_model_is_reused(tmp_path: Path) -> None:
-    from pytest_llmperf.tinymodel import ensure_tiny_model
+    from pytest_llmperf.engines.tinymodel import ensure_tiny_model
 
     first = ensure_tiny_model(tmp_path)
     stamp = (first / "model.safetensors").stat().st_mtime_ns
@@ -75,7 +75,7 @@ def test_cached_model_is_reused(tmp_path: Path) -> None:
 
 
 def test_chat_template_and_tokenizer_ship_with_the_model(tmp_path: Path) -> None:
-    from pytest_llmperf.tinymodel import ensure_tiny_model
+    from pytest_llmperf.engines.tinymodel import ensure_tiny_model
 
     folder = ensure_tiny_model(tmp_path)
     config = json.loads((folder / "tokenizer_config.json").read_text())
@@ -86,7 +86,7 @@ def test_chat_template_and_tokenizer_ship_with_the_model(tmp_path: Path) -> None
 
 
 def test_a_poisoned_cache_is_never_served(tmp_path: Path) -> None:
-    from pytest_llmperf.tinymodel import (
+    from pytest_llmperf.engines.tinymodel import (
         FILE_DIGESTS,
         MODEL_NAME,
         _recipe_digest,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.engines.tinymodel import corpus_text
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.tinymodel import corpus_text
-from pytest_llmperf.tokenizer import Tokenizer, load_tokenizer
+from pytest_llmperf.measure.tokenizer import Tokenizer, load_tokenizer
 
 pytest.importorskip("tokenizers")
 

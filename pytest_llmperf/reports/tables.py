@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from pytest_llmperf.ledger import ProfileResult
+from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
 
 
@@ -107,16 +107,11 @@ def comparison_grid(comparisons: Sequence[MetricComparison], *, gated_only: bool
 
 # What a failure shows a person: the gated metrics and these (all of them with -v and in the
 # JSON): the rows that say whether serving got slower and whether every request completed.
-FAILURE_METRICS = (
-    "total_token_throughput",
-    "output_throughput",
-    "mean_ttft_ms",
-    "mean_tpot_ms",
-    "completed",
-    "failed",
-)
+FAILURE_METRICS: tuple[str, ...] = ("total_token_throughput", "output_throughput")
+FAILURE_METRICS += ("mean_ttft_ms", "mean_tpot_ms", "completed", "failed")
 
-# What a report shows of a verdict: the gated metrics and these (the full list is in the JSON).
+# What a report shows of a verdict (besides its gated metrics) and what the history keeps of a
+# run: the full list is in the JSON.
 KEY_METRICS = (
     "total_token_throughput",
     "output_throughput",
@@ -129,6 +124,8 @@ KEY_METRICS = (
     "p99_itl_ms",
     "mean_e2el_ms",
     "p99_e2el_ms",
+    "completed",
+    "failed",
 )
 
 
@@ -198,7 +195,7 @@ def verdict_message(
 def machine_lines(results: Sequence[ProfileResult]) -> list[str]:
     """This session's machine, and every baseline machine that differs from it, with the
     profiles compared against it: reports show both when they differ."""
-    from pytest_llmperf.fingerprint import describe, differences
+    from pytest_llmperf.engines.fingerprint import describe, differences
 
     here = next((r.machine for r in results if r.machine), None)
     if here is None:

@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pytest_llmperf.tinymodel import default_cache_dir
+from pytest_llmperf.engines.tinymodel import default_cache_dir
 
 # The llama.cpp source comes vendored in this sdist of llama-cpp-python (MIT licensed).
 SDIST_PACKAGE = "llama-cpp-python"

@@ -15,16 +15,16 @@ from __future__ import annotations
 import datetime
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.escape import plot_text
-from pytest_llmperf.ledger import Ledger, ProfileResult
+from pytest_llmperf.gate.ledger import Ledger, ProfileResult
 from pytest_llmperf.models import Direction, MetricComparison
-from pytest_llmperf.tables import Table, VariantRow, key_comparisons, variant_table
+from pytest_llmperf.reports.tables import Table, VariantRow, key_comparisons, variant_table
 
 EXTRA_HINT = "install the extra: pip install 'pytest-llmperf[report]'"
 LATENCIES = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("itl_ms", "ITL (ms)"),
@@ -216,7 +216,7 @@ def trend_figure(items: Sequence[Mapping[str, Any]]) -> Any:
     from plotly import graph_objects as go
     from plotly.subplots import make_subplots
 
-    from pytest_llmperf.history import series_key
+    from pytest_llmperf.reports.history import series_key
 
     figure = make_subplots(
         rows=2,
@@ -267,6 +267,23 @@ def _page(title: str, meta: str, sections: Sequence[str]) -> str:
     )
 
 
+def _per_profile(
+    title: str,
+    kind: str,
+    figure: Callable[[str, Sequence[ProfileResult], dict[str, str]], Any],
+    results: Sequence[ProfileResult],
+    colours: dict[str, str],
+) -> list[str]:
+    """A section with one plot per profile of the results that carry series (none: nothing)."""
+    if not results:
+        return []
+    sections = [f"<h2>{title}</h2>"]
+    for profile in dict.fromkeys(r.profile for r in results):
+        chosen = [r for r in results if r.profile == profile]
+        sections.append(_div(figure(profile, chosen, colours), f"{kind}-{profile}"))
+    return sections
+
+
 def render(
     ledger: Ledger,
     *,
@@ -277,14 +294,14 @@ def render(
     meta: Mapping[str, Any] | None = None,
 ) -> str:
     """The report page of a session."""
-    from pytest_llmperf.markdown import results_table
-    from pytest_llmperf.tables import machine_lines
+    from pytest_llmperf.reports.markdown import results_table
+    from pytest_llmperf.reports.tables import machine_lines
 
     _plotly()
     results = ledger.results
     labels = list(dict.fromkeys([r.label for r in results] + list(ledger.failed_starts)))
     colours = _colours(labels)
-    profiles = list(dict.fromkeys(r.profile for r in results))
+    list(dict.fromkeys(r.profile for r in results))
     info = {"hardware": hardware, **(meta or {})}
     meta_line = " · ".join(f"{key}: {value}" for key, value in info.items() if value)
     sections = [
@@ -301,14 +318,9 @@ def render(
         sections.append(f"<h2>Against {html.escape(reference or '')}</h2>")
         sections.append(html_table(variant_table(comparison, reference)))
     with_series = [r for r in results if r.series]
-    if with_series:
-        sections.append("<h2>Latency distributions</h2>")
-        for profile in profiles:
-            chosen = [r for r in with_series if r.profile == profile]
-            if chosen:
-                sections.append(
-                    _div(latency_figure(profile, chosen, colours), f"latency-{profile}")
-                )
+    sections.extend(
+        _per_profile("Latency distributions", "latency", latency_figure, with_series, colours)
+    )
     sections.append("<h2>Measured against baseline</h2>")
     for index, result in enumerate(results):
         if result.verdict.comparisons:
@@ -319,14 +331,11 @@ def render(
                 f"<p class='notes'>{html.escape(result.label)}/{html.escape(result.profile)}: "
                 f"{html.escape(result.verdict.outcome.value)} ({html.escape(notes)})</p>"
             )
-    if with_series:
-        sections.append("<h2>Throughput over the run</h2>")
-        for profile in profiles:
-            chosen = [r for r in with_series if r.profile == profile]
-            if chosen:
-                sections.append(
-                    _div(throughput_figure(profile, chosen, colours), f"throughput-{profile}")
-                )
+    sections.extend(
+        _per_profile(
+            "Throughput over the run", "throughput", throughput_figure, with_series, colours
+        )
+    )
     if history:
         sections.append("<h2>Trend</h2>")
         sections.append(_div(trend_figure(history), "trend"))

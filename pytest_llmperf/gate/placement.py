@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import baseline, fingerprint
+from pytest_llmperf.engines import fingerprint
+from pytest_llmperf.gate import store
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Placement:
 class Found:
     """The entry a run is compared with, and where it was found (``None``: no entry)."""
 
-    entry: baseline.BaselineEntry | None
+    entry: store.BaselineEntry | None
     path: Path
 
 
@@ -40,8 +41,8 @@ def place(
     root: Path, hardware: str, machine_key: str, model: str, engine: str, *, detected: bool
 ) -> Placement:
     return Placement(
-        named=baseline.baseline_path(root, hardware, model, engine),
-        own=baseline.baseline_path(root, machine_key, model, engine),
+        named=store.baseline_path(root, hardware, model, engine),
+        own=store.baseline_path(root, machine_key, model, engine),
         write_own=detected,
     )
 
@@ -51,16 +52,16 @@ def find(
 ) -> Found:
     """This machine's own entry when it has one of this machine, else the named file's, else
     whatever entry there is (another machine's: the run reports that)."""
-    named = baseline.load_entry(placement.named, profile, variant)
+    named = store.load_entry(placement.named, profile, variant)
     if not placement.distinct:
         return Found(named, placement.named)
-    own = baseline.load_entry(placement.own, profile, variant)
+    own = store.load_entry(placement.own, profile, variant)
     if own is not None and (named is None or _of(own, machine)):
         return Found(own, placement.own)
     return Found(named, placement.named)
 
 
-def _of(entry: baseline.BaselineEntry, machine: fingerprint.Fingerprint | None) -> bool:
+def _of(entry: store.BaselineEntry, machine: fingerprint.Fingerprint | None) -> bool:
     """The entry was measured on a machine like this one (or does not say)."""
     return (
         entry.machine is None
@@ -71,7 +72,7 @@ def _of(entry: baseline.BaselineEntry, machine: fingerprint.Fingerprint | None) 
 
 def others_in(path: Path, machine: fingerprint.Fingerprint) -> list[dict[str, Any]]:
     """Fingerprints in ``path`` of machines that do not compare with ``machine``."""
-    return [m for m in baseline.recorded_machines(path) if fingerprint.differences(m, machine)]
+    return [m for m in store.recorded_machines(path) if fingerprint.differences(m, machine)]
 
 
 def destination(placement: Placement, machine: fingerprint.Fingerprint | None) -> Path | None:

@@ -1,55 +1,38 @@
-"""Run one engine and measure profiles on it: the pytest-free core of the plugin.
-
-``EngineSession`` turns settings into a running server (or an external endpoint) and stops
-it; ``measure`` sends one profile's workload the way `vllm bench serve` does, with the two
-controls a gate needs on top: warm-up requests before measuring, and a prefix-cache reset so a
-repeated profile is not served from cache.
+"""One engine for the session: start it (or connect to a running one), know what it serves,
+reset its prefix cache, stop it. What ``--llmperf-dry-run`` prints comes from the same plan.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import secrets
-import socket
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 
 from pytest_llmperf import redact
-from pytest_llmperf.embedded import (
+from pytest_llmperf.config import Settings
+from pytest_llmperf.engines import LaunchRequest, get_engine
+from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, ResetAnswer, free_port
+from pytest_llmperf.engines.embedded import (
     EMBEDDED_ENGINES,
     default_executable,
     embedded_engine_args,
     embedded_launch_model,
 )
-from pytest_llmperf.engines import LaunchRequest, get_engine
-from pytest_llmperf.engines.base import EngineSpec, LaunchPlan, ResetAnswer
+from pytest_llmperf.engines.server import EngineServer, engine_version
 from pytest_llmperf.errors import ConfigError, EngineStartError
-from pytest_llmperf.models import RequestRecord, SampleRequest
-from pytest_llmperf.profiles import WorkloadProfile
-from pytest_llmperf.server import EngineServer, engine_version
-from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
-    from pytest_llmperf.loadgen import LoadConfig
+    pass
 
 # vLLM's CPU build asks for 92 % of memory by default; 1 GiB of KV cache holds 2M tiny tokens.
 EMBEDDED_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 # A reset refused because blocks are still held (the warm-up's last requests finishing) is
 # tried again after these pauses, in seconds.
 RESET_RETRY_PAUSES = (0.25, 0.5, 1.0, 2.0, 2.0)
-STANDARD_SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -109,7 +92,7 @@ def resolve_model(settings: Settings, engine: str) -> str:
             f"--model is required with --engine={engine}: the embedded tiny model runs on "
             f"vLLM's CPU build and llama.cpp's llama-server only"
         )
-    from pytest_llmperf.tinymodel import ensure_tiny_model
+    from pytest_llmperf.engines.tinymodel import ensure_tiny_model
 
     return str(ensure_tiny_model())
 
@@ -294,20 +277,6 @@ def _endpoint_problem(client: httpx.Client, spec: EngineSpec, base: str) -> str 
     return None
 
 
-# -- measuring -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Measurement:
-    metrics: dict[str, Any]
-    workload: dict[str, Any]
-    errors: tuple[str, ...]
-    failed: int
-    notes: tuple[str, ...] = ()
-    series: dict[str, Any] = field(default_factory=dict)  # series.summarize(): for the plots
-    samples: dict[str, int] = field(default_factory=dict)  # metrics.sample_counts()
-
-
 def reset_prefix_cache(target: Target, headers: dict[str, str]) -> str | None:
     """Empty the engine's prefix cache as its spec says; a note when that is not certain."""
     spec = target.spec
@@ -350,149 +319,6 @@ def _reset_one(client: httpx.Client, spec: EngineSpec, path: str) -> str | None:
         tries = len(RESET_RETRY_PAUSES) + 1
         return f"prefix cache not reset: {said} (blocks still held) {tries} times"
     return f"prefix cache not reset: {said}{spec.cache_reset.unavailable_hint}"
-
-
-class Workloads:
-    """Prompts per profile, built once per session (tokenizing 32k-token prompts is not free)."""
-
-    def __init__(self, settings: Settings, cache_dir: Path) -> None:
-        self.settings = settings
-        self.cache_dir = cache_dir
-        self._tokenizers: dict[str, Any] = {}
-        self._requests: dict[tuple[str, str, int], list[SampleRequest]] = {}
-
-    def tokenizer(self, model: str) -> Any:
-        from pytest_llmperf import datasets
-
-        name = self.settings.tokenizer or model
-        if name not in self._tokenizers:
-            self._tokenizers[name] = datasets.load_tokenizer(name)
-        return self._tokenizers[name]
-
-    def sharegpt_path(self, embedded: bool) -> Path | None:
-        if self.settings.sharegpt_path is not None:
-            return self.settings.sharegpt_path
-        if not embedded:
-            return None  # datasets raises the error that names the option
-        from pytest_llmperf import datasets
-
-        path = self.cache_dir / "synthetic-sharegpt.json"
-        if not path.exists():
-            datasets.write_synthetic_sharegpt(path)
-        return path
-
-    def workload(self, profile: WorkloadProfile, embedded: bool) -> dict[str, Any]:
-        workload = profile.workload()
-        if profile.dataset == "sharegpt":
-            path = self.sharegpt_path(embedded)
-            if path is not None and path.name != STANDARD_SHAREGPT:
-                workload["dataset_file"] = path.name  # another file is another workload
-        return workload
-
-    def requests(self, profile: WorkloadProfile, model: str, embedded: bool) -> list[SampleRequest]:
-        from pytest_llmperf import datasets
-
-        key = (profile.name, model, profile.num_prompts)
-        if key not in self._requests:
-            self._requests[key] = datasets.build_requests(
-                profile, self.tokenizer(model), sharegpt_path=self.sharegpt_path(embedded)
-            )
-        return self._requests[key]
-
-
-def measure(
-    target: Target,
-    profile: WorkloadProfile,
-    workloads: Workloads,
-    settings: Settings,
-    *,
-    headers: dict[str, str],
-    api_key: str | None = None,
-    progress: Callable[[int, int, int], None] | None = None,
-) -> Measurement:
-    """Warm up, reset the prefix cache, send the profile, compute vLLM's metrics."""
-    from pytest_llmperf import loadgen, metrics, series
-
-    # An engine that died earlier in the session fails this test now, not after timeouts.
-    target.check_alive()
-    requests = workloads.requests(profile, target.model, target.embedded)
-    config = loadgen.LoadConfig(
-        base_url=target.base_url,
-        model=target.served_model,
-        endpoint=profile.endpoint,
-        request_rate=profile.request_rate,
-        burstiness=profile.burstiness,
-        max_concurrency=profile.max_concurrency,
-        seed=profile.seed,
-        request_timeout=settings.request_timeout,
-        quirks=target.spec.quirks,
-        api_key=api_key,
-    )
-    notes: list[str] = []
-    if settings.warmups:
-        warmup = loadgen.run_load(
-            salted(config, target.spec), _warmup_requests(requests, settings.warmups)
-        )
-        if not any(record.success for record in warmup.records):
-            target.check_serving()
-            first = next((r.error for r in warmup.records if r.error), "no response")
-            raise EngineStartError(f"every warm-up request failed: {first}")
-    # A salted engine needs no reset: the next run's salt keys a cache of its own.
-    note = None if target.spec.prefix_cache_salt else reset_prefix_cache(target, headers)
-    if note:
-        notes.append(note)
-    result = loadgen.run_load(salted(config, target.spec), requests, progress=progress)
-    if all(record.success for record in result.records):
-        target.check_alive()
-    else:
-        target.check_serving()  # failed requests may be the engine dying under the load
-    computed = metrics.compute_metrics(result.records, result.duration)
-    return Measurement(
-        metrics=computed,
-        workload=workloads.workload(profile, target.embedded),
-        errors=_first_errors(result.records),
-        failed=sum(1 for record in result.records if not record.success),
-        notes=tuple(notes),
-        series=series.summarize(result.records),
-        samples=metrics.sample_counts(result.records),
-    )
-
-
-def salted(config: LoadConfig, spec: EngineSpec) -> LoadConfig:
-    """``config`` with a fresh prefix-cache salt, for an engine that takes one: a run's
-    requests share their cache as with vllm bench, but nothing another run left there."""
-    if not spec.prefix_cache_salt:
-        return config
-    salt = {"cache_salt": secrets.token_hex(16)}
-    return dataclasses.replace(config, extra_body={**config.extra_body, **salt})
-
-
-def _warmup_requests(requests: Sequence[SampleRequest], count: int) -> list[SampleRequest]:
-    # The first prompts: the warm-up touches the same shapes as the measured run, and never
-    # sends more than the run itself (8 warm-ups of very-long's 32k-token prompts took twice
-    # as long as its measured run).
-    return list(requests[: min(count, len(requests))])
-
-
-def _first_errors(records: Sequence[RequestRecord], limit: int = 5) -> tuple[str, ...]:
-    errors: list[str] = []
-    for record in records:
-        if not record.success:
-            errors.append(record.error or "unknown error")
-            if len(errors) == limit:
-                break
-    return tuple(errors)
-
-
-def scaled_profile(
-    profile: WorkloadProfile, settings: Settings, *, embedded: bool
-) -> WorkloadProfile:
-    """Apply --num-prompts (a cap), or the embedded default's own scale."""
-    if settings.num_prompts is not None:
-        return profile.scaled(min(settings.num_prompts, profile.num_prompts))
-    if embedded and profile.embedded_num_prompts is not None:
-        return profile.scaled(profile.embedded_num_prompts)
-    return profile
 
 
 def dry_run(settings: Settings, work_dir: Path) -> str:

@@ -31,9 +31,9 @@ import httpx
 
 from pytest_llmperf import redact
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
+from pytest_llmperf.engines.warden import descendants_of, is_alive, live_processes
 from pytest_llmperf.errors import EngineDiedError, EngineStartError
 from pytest_llmperf.escape import printable
-from pytest_llmperf.warden import descendants_of, is_alive, live_processes
 
 LOG_TAIL_LINES = 20
 WARDEN = Path(__file__).with_name("warden.py")

@@ -43,7 +43,7 @@ def embedded_launch_model(engine: str, model_dir: str) -> str:
         return model_dir
     from pathlib import Path
 
-    from pytest_llmperf.tinymodel.gguf_file import ensure_tiny_gguf
+    from pytest_llmperf.engines.tinymodel.gguf_file import ensure_tiny_gguf
 
     return str(ensure_tiny_gguf(Path(model_dir).parent))
 
@@ -52,6 +52,6 @@ def default_executable(engine: str) -> str | None:
     """The executable when ``--engine-bin`` names none; None: the engine spec's default."""
     if engine != "llamacpp":
         return None
-    from pytest_llmperf.llamacpp_build import default_llama_server
+    from pytest_llmperf.engines.llamacpp_build import default_llama_server
 
     return default_llama_server()

@@ -78,7 +78,7 @@ def model_folder(root: Path, hardware_folder: str, model: str, engine_file: str)
 
 
 def _header_model(path: Path) -> str | None:
-    from pytest_llmperf.baseline import read_document
+    from pytest_llmperf.gate.store import read_document
 
     try:
         document = read_document(path)
@@ -90,7 +90,7 @@ def _header_model(path: Path) -> str | None:
 
 def check_model(path: Path, model: str) -> None:
     """Refuse a baseline file whose ``model:`` names another model than ``model``."""
-    from pytest_llmperf.baseline import read_document
+    from pytest_llmperf.gate.store import read_document
 
     recorded = read_document(path).get("model")
     if recorded is None or same_model(str(recorded), model):

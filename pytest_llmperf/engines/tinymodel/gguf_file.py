@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.tinymodel import MODEL_NAME, ensure_tiny_model
+from pytest_llmperf.engines.tinymodel import MODEL_NAME, ensure_tiny_model
 
 # Bump when the file's layout or metadata changes: it names the cached file.
 LAYOUT_VERSION = 1

@@ -29,9 +29,9 @@ import numpy as np
 
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.measure.profiles import WorkloadProfile
+from pytest_llmperf.measure.tokenizer import Tokenizer, load_tokenizer
 from pytest_llmperf.models import SampleRequest
-from pytest_llmperf.profiles import WorkloadProfile
-from pytest_llmperf.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
     "Tokenizer",
@@ -491,7 +491,7 @@ def write_synthetic_sharegpt(
     The shape is that of ShareGPT_V3_unfiltered_cleaned_split.json; about 16 % of the entries
     are there to be dropped (no answer, too short, too long).
     """
-    from pytest_llmperf.tinymodel import corpus_text
+    from pytest_llmperf.engines.tinymodel import corpus_text
 
     sentences = [line.strip() for line in corpus_text().splitlines() if line.strip()]
     rng = random.Random(seed)

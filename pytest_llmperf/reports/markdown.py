@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_llmperf.escape import md_code, md_text
-from pytest_llmperf.ledger import Ledger, ProfileResult
+from pytest_llmperf.gate.ledger import Ledger, ProfileResult
 from pytest_llmperf.models import Outcome
-from pytest_llmperf.tables import (
+from pytest_llmperf.reports.tables import (
     Table,
     VariantRow,
     comparison_grid,

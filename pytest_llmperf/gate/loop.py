@@ -12,12 +12,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import baseline, fingerprint, placement
-from pytest_llmperf.ledger import ProfileResult
-from pytest_llmperf.modelkey import check_model
+from pytest_llmperf.engines import fingerprint
+from pytest_llmperf.engines.session import Target
+from pytest_llmperf.gate import placement, store, verdict
+from pytest_llmperf.gate.ledger import ProfileResult
+from pytest_llmperf.gate.modelkey import check_model
+from pytest_llmperf.measure.profiles import WorkloadProfile
+from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
-from pytest_llmperf.profiles import WorkloadProfile
-from pytest_llmperf.runner import Measurement, Target
 
 # Metrics whose absence of samples makes a gated comparison meaningless.
 SAMPLE_KEYS = {"ttft": "mean_ttft_ms", "tpot": "mean_tpot_ms", "itl": "mean_itl_ms"}
@@ -34,7 +36,7 @@ class GateRequest:
     confirm_reruns: int = 1
     max_failed_requests: int = 0
     tolerance_overrides: Mapping[str, float] | None = None
-    gate: baseline.GateSettings | None = None
+    gate: verdict.GateSettings | None = None
     nodeid: str = ""
     # This machine; None compares nothing (callers that predate fingerprints).
     machine: fingerprint.Fingerprint | None = None
@@ -145,7 +147,7 @@ def run_gate(
     center, spread = summarize(runs)
     workload = runs[0].workload
     notes = [note for run in runs for note in run.notes]
-    gated = list((entry.tolerances if entry else None) or baseline.DEFAULT_TOLERANCES)
+    gated = list((entry.tolerances if entry else None) or store.DEFAULT_TOLERANCES)
     verdict = _too_many_failures(runs, request.max_failed_requests) or _insufficient(runs, gated)
     changed = _machine_changes(entry, request.machine)
     if verdict is None and (request.update or entry is None or changed):
@@ -204,7 +206,7 @@ _UNKNOWN_MACHINE = (
 
 
 def _machine_changes(
-    entry: baseline.BaselineEntry | None, machine: fingerprint.Fingerprint | None
+    entry: store.BaselineEntry | None, machine: fingerprint.Fingerprint | None
 ) -> list[str]:
     if entry is None or entry.machine is None or machine is None:
         return []
@@ -222,7 +224,7 @@ def _machine_record(request: GateRequest) -> dict[str, Any] | None:
 def _record_or_refuse(
     request: GateRequest,
     places: placement.Placement,
-    entry: baseline.BaselineEntry | None,
+    entry: store.BaselineEntry | None,
     changed: list[str],
     center: Mapping[str, Any],
     spread: Mapping[str, float],
@@ -234,14 +236,10 @@ def _record_or_refuse(
     say why the run has nothing to compare with. ``None``: judge as usual."""
     first = not request.update
     destination = placement.destination(places, request.machine)
-    where = _machine_words(request, changed, entry, found_at)
-    if destination is None:
-        # The only file this machine may write holds another machine's entries.
-        return _refuse_shared_key(request, entry, changed, center, found_at, where), found_at
-    if first and request.first_run != "record":
-        return _no_comparable(request, entry, changed, center, found_at, destination, where), (
-            found_at
-        )
+    # Nothing is written in CI's first run, nor where the only file this machine may write
+    # holds another machine's entries.
+    if destination is None or (first and request.first_run != "record"):
+        return _not_recorded(request, entry, changed, center, found_at, destination), found_at
     new_entry = _entry(request, center, spread, workload, runs)
     if entry is not None and destination != found_at and entry.tolerances:
         # A first entry in this machine's file starts from the tolerances chosen for the
@@ -251,6 +249,7 @@ def _record_or_refuse(
     if not first:
         return Verdict(Outcome.RECORDED, notes=(f"recorded in {destination}",)), destination
     rows = _informative(entry, center) if changed else ()
+    where = _machine_words(request, changed, entry, found_at)
     note = (
         f"first run on this machine ({where}): recorded in {destination}. Review and commit "
         f"it: the next runs on this machine are gated against it"
@@ -261,7 +260,7 @@ def _record_or_refuse(
 def _machine_words(
     request: GateRequest,
     changed: list[str],
-    entry: baseline.BaselineEntry | None,
+    entry: store.BaselineEntry | None,
     found_at: Path,
 ) -> str:
     here = fingerprint.describe(_machine_record(request) or {})
@@ -273,63 +272,50 @@ def _machine_words(
 
 
 def _informative(
-    entry: baseline.BaselineEntry | None, center: Mapping[str, Any]
+    entry: store.BaselineEntry | None, center: Mapping[str, Any]
 ) -> tuple[MetricComparison, ...]:
     """How far this machine is from another machine's numbers: shown, never judged."""
     if entry is None:
         return ()
-    rows = baseline.compare(entry, center)
+    rows = verdict.compare(entry, center)
     return tuple(replace(row, status="info", threshold_pct=None) for row in rows)
 
 
-def _no_comparable(
+def _not_recorded(
     request: GateRequest,
-    entry: baseline.BaselineEntry | None,
+    entry: store.BaselineEntry | None,
     changed: list[str],
     center: Mapping[str, Any],
     found_at: Path,
-    destination: Path,
-    where: str,
+    destination: Path | None,
 ) -> Verdict:
-    keep = f"; {found_at} stays as it is" if destination != found_at and entry else ""
-    record = (
-        f"record this machine's numbers with --update-baselines (they go to {destination}{keep})"
-    )
-    if changed:
-        return Verdict(
-            Outcome.MACHINE_CHANGED,
-            comparisons=_informative(entry, center),
-            notes=(f"measured on another machine than the baseline: {where}", record),
+    """Nothing to compare with, and nothing written: say how this machine's numbers get
+    recorded (``destination``), or, when no file may take them, that it needs a key."""
+    if destination is None:
+        how = (
+            f"{found_at} holds another machine's entries under the key this machine would "
+            f"use ({request.machine_key}); nothing was written. Record this machine under a "
+            f"key of its own: --hardware={request.machine_key}-<name> --update-baselines"
         )
-    return Verdict(
-        Outcome.NO_BASELINE,
-        notes=(f"no baseline for this profile in {found_at}", record),
-    )
-
-
-def _refuse_shared_key(
-    request: GateRequest,
-    entry: baseline.BaselineEntry | None,
-    changed: list[str],
-    center: Mapping[str, Any],
-    found_at: Path,
-    where: str,
-) -> Verdict:
+    else:
+        keep = f"; {found_at} stays as it is" if destination != found_at and entry else ""
+        how = "record this machine's numbers with --update-baselines (they go to "
+        how += f"{destination}{keep})"
+    if not changed:
+        return Verdict(
+            Outcome.NO_BASELINE, notes=(f"no baseline for this profile in {found_at}", how)
+        )
+    where = _machine_words(request, changed, entry, found_at)
     return Verdict(
         Outcome.MACHINE_CHANGED,
         comparisons=_informative(entry, center),
-        notes=(
-            f"measured on another machine than the baseline: {where}",
-            f"{found_at} holds another machine's entries under the key this machine would "
-            f"use ({request.machine_key}); nothing was written. Record this machine under a "
-            f"key of its own: --hardware={request.machine_key}-<name> --update-baselines",
-        ),
+        notes=(f"measured on another machine than the baseline: {where}", how),
     )
 
 
 def _write_entry(request: GateRequest, path: Path, entry: dict[str, Any]) -> None:
     variant = _variant_key(request.target)
-    baseline.record_entry(
+    store.record_entry(
         path,
         request.profile.name,
         entry,
@@ -351,13 +337,13 @@ def _write_entry(request: GateRequest, path: Path, entry: dict[str, Any]) -> Non
 
 def _judge(
     request: GateRequest,
-    entry: baseline.BaselineEntry | None,
+    entry: store.BaselineEntry | None,
     center: Mapping[str, Any],
     spread: Mapping[str, float],
     workload: Mapping[str, Any],
     path: Path,
 ) -> Verdict:
-    return baseline.judge(
+    return verdict.judge(
         entry,
         center,
         workload,

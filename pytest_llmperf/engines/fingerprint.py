@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.hardware import classify_ascend, classify_nvidia
+from pytest_llmperf.engines.hardware import classify_ascend, classify_nvidia
 
 # Vector ISA levels, fastest first, with the /proc/cpuinfo flag that proves each (x86), or the
 # Arm feature. AMX and AVX-512 are what vLLM's CPU kernels use when present.

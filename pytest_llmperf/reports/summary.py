@@ -14,12 +14,17 @@ from typing import Any
 
 from pytest_llmperf import redact
 from pytest_llmperf.atomic import append_text, write_atomically
+from pytest_llmperf.config import Settings
 from pytest_llmperf.errors import LLMPerfError
-from pytest_llmperf.ledger import Ledger, ProfileResult
-from pytest_llmperf.settings import Settings
-from pytest_llmperf.tables import VariantRow, variant_table, verdict_summary
+from pytest_llmperf.gate.ledger import Ledger, ProfileResult
+from pytest_llmperf.reports.tables import VariantRow, variant_table, verdict_summary
 
-KEY_METRICS = ("total_token_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# The one-line summary of a test: the seeds' two KPIs and the first-token latency.
+COMPACT_LABELS = {
+    "total_token_throughput": "total {:,.1f} tok/s",
+    "mean_ttft_ms": "TTFT {:.1f} ms",
+    "mean_tpot_ms": "TPOT {:.2f} ms",
+}
 
 
 def _metric(result: ProfileResult, key: str) -> float | None:
@@ -29,15 +34,10 @@ def _metric(result: ProfileResult, key: str) -> float | None:
 
 def compact_line(result: ProfileResult) -> str:
     parts = [f"{result.label}/{result.profile}:"]
-    labels = {
-        "total_token_throughput": "total {:,.1f} tok/s",
-        "mean_ttft_ms": "TTFT {:.1f} ms",
-        "mean_tpot_ms": "TPOT {:.2f} ms",
-    }
-    for key in KEY_METRICS:
+    for key, label in COMPACT_LABELS.items():
         value = _metric(result, key)
         if value is not None:
-            parts.append(labels[key].format(value))
+            parts.append(label.format(value))
     parts.append(f"-> {verdict_summary(result.verdict)}")
     return " ".join(parts)
 
@@ -82,7 +82,7 @@ def first_run_lines(ledger: Ledger) -> list[str]:
 
 
 def terminal_lines(ledger: Ledger, *, verbose: bool, settings: Settings | None = None) -> list[str]:
-    from pytest_llmperf.tables import machine_lines
+    from pytest_llmperf.reports.tables import machine_lines
 
     lines = [compact_line(result) for result in ledger.results]
     for name, error in ledger.failed_starts.items():
@@ -92,7 +92,7 @@ def terminal_lines(ledger: Ledger, *, verbose: bool, settings: Settings | None =
         lines.append("")
         lines.extend(machine_lines(ledger.results))
     if verbose:
-        from pytest_llmperf.report import format_result_block
+        from pytest_llmperf.reports.vllm_block import format_result_block
 
         for result in ledger.results:
             lines.append("")
@@ -298,7 +298,7 @@ def write_outputs(
     target = markdown_target(settings, os.environ if environ is None else environ)
     if target is not None:
         with _reported(ledger, "the Markdown summary", target[0]):
-            from pytest_llmperf.markdown import session_markdown
+            from pytest_llmperf.reports.markdown import session_markdown
 
             path, append = target
             text = session_markdown(
@@ -312,7 +312,7 @@ def write_outputs(
     history: list[dict[str, Any]] = []
     if settings.history_path is not None:
         with _reported(ledger, "the history", settings.history_path):
-            from pytest_llmperf import history as history_file
+            from pytest_llmperf.reports import history as history_file
 
             history_file.append(
                 settings.history_path,
@@ -327,7 +327,7 @@ def write_outputs(
             written.append(settings.history_path)
     if settings.html_path is not None:
         with _reported(ledger, "the HTML report", settings.html_path):
-            from pytest_llmperf import html_report
+            from pytest_llmperf.reports import html_report
 
             page = html_report.render(
                 ledger,

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.baseline import read_document
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.tables import Table, VariantRow, change_pct, format_pct, variant_table
+from pytest_llmperf.gate.store import read_document
+from pytest_llmperf.reports.tables import Table, VariantRow, change_pct, format_pct, variant_table
 
 SUMMARY_FILE = "summary.yaml"
 KPIS = ("total_token_throughput", "mean_tpot_ms")
@@ -295,7 +295,7 @@ def _command(folder: Folder, source: Source, profile: str) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_llmperf.variants",
+        prog="python -m pytest_llmperf.reports variants",
         description="Print the seeds' comparison tables from stored baselines alone.",
     )
     parser.add_argument(

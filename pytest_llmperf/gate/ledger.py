@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmperf.fingerprint import differs
+from pytest_llmperf.engines.fingerprint import differs
 from pytest_llmperf.models import Verdict
 
 

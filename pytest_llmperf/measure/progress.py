@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 
+@dataclass
 class ProgressLine:
-    def __init__(
-        self,
-        label: str,
-        write_line: Callable[[str], None],
-        steps: int = 10,
-        min_total: int = 20,
-    ) -> None:
-        self.label = label
-        self.write_line = write_line
-        self.steps = steps
-        self.min_total = min_total
-        self._started: float | None = None
-        self._tokens_at_start = 0
-        self._next_step = 1
+    label: str
+    write_line: Callable[[str], None]
+    steps: int = 10
+    min_total: int = 20
+    _started: float | None = field(default=None, init=False)
+    _tokens_at_start: int = field(default=0, init=False)
+    _next_step: int = field(default=1, init=False)
 
     def __call__(self, done: int, total: int, output_tokens: int) -> None:
         now = time.perf_counter()

@@ -54,9 +54,9 @@ import httpx
 from pytest_llmperf.engines.base import RequestQuirks
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.escape import printable
-from pytest_llmperf.http1 import StreamingTransport
+from pytest_llmperf.measure.http1 import StreamingTransport
+from pytest_llmperf.measure.sse import SSEParser
 from pytest_llmperf.models import RequestRecord, SampleRequest
-from pytest_llmperf.sse import SSEParser
 
 __all__ = [
     "CHAT_ENDPOINT",
@@ -560,22 +560,7 @@ async def run_load_async(
     return LoadResult(records=records, duration=duration, start=start)
 
 
-def run_load(
-    config: LoadConfig,
-    requests: Sequence[SampleRequest],
-    *,
-    progress: Progress | None = None,
-    token_counter: TokenCounter | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> LoadResult:
-    """Synchronous :func:`run_load_async` in a fresh event loop (callable from any thread
-    that is not already running one)."""
-    return asyncio.run(
-        run_load_async(
-            config,
-            requests,
-            progress=progress,
-            token_counter=token_counter,
-            transport=transport,
-        )
-    )
+def run_load(config: LoadConfig, requests: Sequence[SampleRequest], **options: Any) -> LoadResult:
+    """Synchronous :func:`run_load_async` (same keyword options) in a fresh event loop,
+    callable from any thread that is not already running one."""
+    return asyncio.run(run_load_async(config, requests, **options))

@@ -5,7 +5,8 @@ setups); each appends all of its lines in one write under a lock file next to th
 every line lands whole and none is lost. Reading skips lines that do not parse (a hand edit, a
 file cut by a full disk) instead of refusing the whole history.
 
-``python -m pytest_llmperf.history FILE --html OUT`` draws the trend plot from a history file.
+``python -m pytest_llmperf.reports history FILE --html OUT`` draws the trend plot from a
+history file.
 """
 
 from __future__ import annotations
@@ -18,25 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.atomic import append_text
+from pytest_llmperf.atomic import append_text, locked
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.ledger import ProfileResult
+from pytest_llmperf.gate.ledger import ProfileResult
+from pytest_llmperf.reports.tables import KEY_METRICS
 
 SCHEMA = 1
-# What a trend needs; the full metrics live in the JSON results of each run.
-KEY_METRICS = (
-    "total_token_throughput",
-    "output_throughput",
-    "request_throughput",
-    "mean_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "mean_e2el_ms",
-    "completed",
-    "failed",
-)
 
 
 def _finite(value: Any) -> float | int | None:
@@ -76,8 +64,6 @@ def record(
 
 def append(path: Path, records: Iterable[Mapping[str, Any]], *, lock_timeout: float = 60.0) -> int:
     """Append the records as JSON lines; returns how many were written."""
-    from filelock import FileLock, Timeout
-
     from pytest_llmperf import redact
 
     text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
@@ -85,20 +71,10 @@ def append(path: Path, records: Iterable[Mapping[str, Any]], *, lock_timeout: fl
     if not text:
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path.with_name(f".{path.name}.lock")))
-    try:
-        lock.acquire(timeout=lock_timeout)
-    except Timeout:
-        raise ConfigError(
-            f"{path}: could not lock the history within {lock_timeout:.0f} s: another process "
-            f"holds {lock.lock_file}"
-        ) from None
-    try:
+    with locked(path, lock_timeout, "history", ConfigError):
         # One O_APPEND write of whole lines; the lock also covers file systems (NFS) where
         # O_APPEND alone does not keep concurrent writers apart.
         append_text(path, text)
-    finally:
-        lock.release()
     return text.count("\n")
 
 
@@ -127,13 +103,13 @@ def series_key(item: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_llmperf.history",
+        prog="python -m pytest_llmperf.reports history",
         description="Draw the trend plot of a pytest-llmperf history file as HTML.",
     )
     parser.add_argument("history", type=Path, help="the JSON-lines file of --llmperf-history")
     parser.add_argument("--html", type=Path, required=True, help="where to write the plot")
     args = parser.parse_args(argv)
-    from pytest_llmperf.html_report import write_trend
+    from pytest_llmperf.reports.html_report import write_trend
 
     items = read(args.history)
     if not items:

@@ -61,7 +61,8 @@ def format_result_block(
 ) -> str:
     """vLLM's "Serving Benchmark Result" block, byte for byte, ending with a newline.
 
-    ``metrics`` is what :func:`pytest_llmperf.metrics.compute_metrics` returned. Optional lines
+    ``metrics`` is what :func:`pytest_llmperf.measure.metrics.compute_metrics` returned.
+    Optional lines
     appear when vLLM prints them: the concurrency limit when one was set, the rate when it is
     finite, goodput when it was computed, RTFx when positive, the two queue sections only with
     a concurrency limit (the queue-inclusive one also needs a finite rate). The token lines
