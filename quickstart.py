@@ -110,8 +110,11 @@ def main(argv: list[str]) -> int:
             if code:
                 return code
         return 0
-    argv_run = [str(python), "-m", *COMMANDS[command], *rest]
-    say(" ".join(["pytest", *COMMANDS[command][1:], *rest]))
+    words = COMMANDS[command]
+    if command == "tests" and any(not a.startswith("-") and (ROOT / a).exists() for a in rest):
+        words = [w for w in words if w != "tests"]  # the paths given, not the whole suite
+    argv_run = [str(python), "-m", *words, *rest]
+    say(" ".join(["pytest", *words[1:], *rest]))
     os.chdir(ROOT)
     if os.name == "nt":
         return subprocess.run(argv_run, env=env).returncode
