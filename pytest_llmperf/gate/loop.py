@@ -14,7 +14,8 @@ from typing import Any
 
 from pytest_llmperf.engines import fingerprint
 from pytest_llmperf.engines.session import Target
-from pytest_llmperf.gate import placement, store, verdict
+from pytest_llmperf.gate import placement, store
+from pytest_llmperf.gate import verdict as judging
 from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.gate.modelkey import check_model
 from pytest_llmperf.measure.profiles import WorkloadProfile
@@ -36,7 +37,7 @@ class GateRequest:
     confirm_reruns: int = 1
     max_failed_requests: int = 0
     tolerance_overrides: Mapping[str, float] | None = None
-    gate: verdict.GateSettings | None = None
+    gate: judging.GateSettings | None = None
     nodeid: str = ""
     # This machine; None compares nothing (callers that predate fingerprints).
     machine: fingerprint.Fingerprint | None = None
@@ -277,7 +278,7 @@ def _informative(
     """How far this machine is from another machine's numbers: shown, never judged."""
     if entry is None:
         return ()
-    rows = verdict.compare(entry, center)
+    rows = judging.compare(entry, center)
     return tuple(replace(row, status="info", threshold_pct=None) for row in rows)
 
 
@@ -343,7 +344,7 @@ def _judge(
     workload: Mapping[str, Any],
     path: Path,
 ) -> Verdict:
-    return verdict.judge(
+    return judging.judge(
         entry,
         center,
         workload,

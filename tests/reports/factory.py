@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytest_llmperf.gate import store
 from pytest_llmperf.gate.ledger import Ledger, ProfileResult
+from pytest_llmperf.gate.verdict import judge
 from pytest_llmperf.measure import metrics, series
 from pytest_llmperf.models import RequestRecord
 
@@ -65,7 +66,7 @@ def result(
             spread={},
             runs=1,
         )
-        verdict = verdict.judge(
+        verdict = judge(
             entry, computed, workload, engine_version=None, baseline_file=Path("b.yaml")
         )
     return ProfileResult(
