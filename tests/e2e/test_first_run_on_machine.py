@@ -31,10 +31,17 @@ PROFILES = ("medium", "long")
 
 
 def _another_machine(path: Path) -> None:
-    """Rewrite every entry's fingerprint as a CPU that differs from this one in model and ISA."""
+    """Rewrite every entry's fingerprint as a CPU that differs from this one in model and ISA
+    (and widen the tested profiles' tolerances, see below)."""
     document = yaml.safe_load(path.read_text())
     other_isa = "sse4" if fingerprint.this_machine().isa != "sse4" else "avx"
-    for entry in document["profiles"].values():
+    for name, entry in document["profiles"].items():
+        if name in PROFILES:
+            # The shipped tolerances (25-35 %) let two of ten runs of long fail on a machine
+            # that slows by the hour (docs/noise.md); this test checks the mechanism, so its
+            # copy gives the first run's entry 50 %, which one sequence at a time (-75 %) still
+            # exceeds and a drifting machine does not.
+            entry["tolerances"] = {"total_token_throughput": 50.0, "mean_tpot_ms": 50.0}
         entry["machine"] = {
             **entry.get("machine", {}),
             "key": f"cpu-{other_isa}-2c",
