@@ -242,7 +242,9 @@ def _record_or_refuse(
     if destination is None or (first and request.first_run != "record"):
         return _not_recorded(request, entry, changed, center, found_at, destination), found_at
     new_entry = _entry(request, center, spread, workload, runs)
-    if entry is not None and destination != found_at and entry.tolerances:
+    if first:
+        new_entry["tolerances"] = first_run_tolerances(entry.tolerances if entry else None)
+    elif entry is not None and destination != found_at and entry.tolerances:
         # A first entry in this machine's file starts from the tolerances chosen for the
         # same profile elsewhere: they say how noisy this workload is (docs/baselines.md).
         new_entry["tolerances"] = dict(entry.tolerances)
@@ -252,10 +254,27 @@ def _record_or_refuse(
     rows = _informative(entry, center) if changed else ()
     where = _machine_words(request, changed, entry, found_at)
     note = (
-        f"first run on this machine ({where}): recorded in {destination}. Review and commit "
-        f"it: the next runs on this machine are gated against it"
+        f"first run on this machine ({where}): recorded in {destination} with tolerances of "
+        f"at least {FIRST_RUN_TOLERANCE_FLOOR:g} %. Review and commit it: the next runs on "
+        f"this machine are gated against it; tighten the tolerances once repeated runs show "
+        f"this machine's noise (docs/baselines.md)"
     )
     return Verdict(Outcome.RECORDED, comparisons=rows, notes=(note,), first_run=True), destination
+
+
+# One first run is one machine-hour. On a shared two-core VM the same suite drifted by up to
+# 43 % in throughput and 42 % in TPOT within twenty minutes (docs/noise.md, "A new machine's
+# first run"), so a bootstrap entry gated at the shipped 20-35 % cried wolf in two runs of
+# ten. 50 % absorbs that drift and still fails a real collapse (one sequence at a time costs
+# medium and long 75-80 %). A reviewer tightens the entry once repeats show the machine's noise.
+FIRST_RUN_TOLERANCE_FLOOR = 50.0
+
+
+def first_run_tolerances(copied: Mapping[str, float] | None) -> dict[str, float]:
+    """The tolerances of an entry a first run records: the same profile's tolerances from the
+    file it was compared with (or the defaults), none below ``FIRST_RUN_TOLERANCE_FLOOR``."""
+    source = copied or store.DEFAULT_TOLERANCES
+    return {metric: max(value, FIRST_RUN_TOLERANCE_FLOOR) for metric, value in source.items()}
 
 
 def _machine_words(
