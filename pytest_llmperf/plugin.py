@@ -23,7 +23,6 @@ from pytest_llmperf.settings import add_options, resolve
 
 if TYPE_CHECKING:
     from pytest_llmperf.engines.session import Target
-    from pytest_llmperf.gate.loop import GateRequest
     from pytest_llmperf.measure.profiles import WorkloadProfile
     from pytest_llmperf.measure.run import Workloads
 
@@ -31,6 +30,7 @@ SETTINGS = pytest.StashKey[Settings]()
 LEDGER = pytest.StashKey[Ledger]()
 HARDWARE = pytest.StashKey[str]()
 MACHINE = pytest.StashKey[Fingerprint | None]()
+MISMATCH = pytest.StashKey[str | None]()  # --hardware names another family than this machine
 PROFILES = pytest.StashKey[dict[str, "WorkloadProfile"]]()
 MARKER = "llmperf"
 
@@ -92,6 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Without --hardware, baselines are read from this machine's own key folder, then from its
     # family's (where shipped baselines live); its own numbers go to its own folder.
     config.stash[HARDWARE] = settings.hardware or hardware.family(fingerprint.machine_key(here))
+    config.stash[MISMATCH] = _hardware_mismatch(settings, config.stash[MACHINE])
     if hasattr(config, "workerinput"):
         return  # xdist workers inherit the controller's signal handling
     if sys.platform != "win32" and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
@@ -162,18 +163,16 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if settings.variants_file is not None:
         names = ", ".join(f"{v.name}{' (reference)' * v.reference}" for v in settings.variants)
         lines.append(f"llmperf: variants from {settings.variants_file}: {names}")
-    mismatch = _hardware_mismatch(config)
+    mismatch = config.stash[MISMATCH]
     if mismatch:
         lines.append(f"llmperf: WARNING {mismatch}: the baselines compared may not apply")
     return lines
 
 
-def _hardware_mismatch(config: pytest.Config) -> str | None:
+def _hardware_mismatch(settings: Settings, machine: Fingerprint | None) -> str | None:
     """A declared key of another family than this machine's (``--hardware=a100`` on a CPU)."""
     from pytest_llmperf.engines import fingerprint, hardware
 
-    settings = config.stash[SETTINGS]
-    machine = config.stash[MACHINE]
     if not settings.hardware or machine is None:
         return None
     detected = fingerprint.machine_key(machine)
@@ -245,20 +244,12 @@ def llmperf_engine_name(request: pytest.FixtureRequest, llmperf_settings: Settin
 
 
 def _auth_headers(settings: Settings) -> tuple[dict[str, str], str | None]:
-    """The Authorization header and the key, both of types whose repr masks the key."""
     from pytest_llmperf import redact
 
-    if not settings.api_key_env:
-        return redact.SecretHeaders(), None
     try:
-        key = redact.api_key(settings.api_key_env)
+        return redact.request_auth(settings.api_key_env)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if key is None:
-        raise pytest.UsageError(
-            f"--llmperf-api-key-env: the environment variable {settings.api_key_env} is not set"
-        )
-    return redact.auth_headers(key), key
 
 
 @pytest.fixture(scope="session")
@@ -291,7 +282,7 @@ def llmperf_target(
         ledger.failed_starts[llmperf_engine_name] = failure.splitlines()[0]
         session.stop()
         pytest.fail(failure, pytrace=False)
-    mismatch = _hardware_mismatch(request.config)
+    mismatch = request.config.stash[MISMATCH]
     if mismatch:
         target.notes.append(mismatch)
     try:
@@ -332,30 +323,6 @@ class LLMPerf:
         self.profile = profile
         self.settings: Settings = request.config.stash[SETTINGS]
 
-    def _gate_request(
-        self, profile: WorkloadProfile, tolerances: dict[str, float] | None
-    ) -> GateRequest:
-        from pytest_llmperf.gate.loop import GateRequest
-        from pytest_llmperf.gate.verdict import GateSettings
-
-        settings = self.settings
-        return GateRequest(
-            target=self.target,
-            profile=profile,
-            hardware=self._request.config.stash[HARDWARE],
-            baseline_root=settings.baseline_dir,
-            update=settings.update_baselines,
-            repeat=settings.repeat,
-            confirm_reruns=settings.confirm_reruns,
-            max_failed_requests=settings.max_failed_requests,
-            tolerance_overrides=tolerances,
-            gate=GateSettings(tolerance_scale=settings.tolerance_scale),
-            nodeid=self._request.node.nodeid,
-            machine=self._request.config.stash[MACHINE],
-            first_run=settings.first_run,
-            hardware_detected=settings.hardware is None,
-        )
-
     def scaled(self, profile: WorkloadProfile) -> WorkloadProfile:
         from pytest_llmperf.measure.run import scaled_profile
 
@@ -365,7 +332,7 @@ class LLMPerf:
         self, profile: WorkloadProfile | None = None, tolerances: dict[str, float] | None = None
     ) -> ProfileResult:
         """Measure the profile, compare with its baseline, fail this test if it regressed."""
-        from pytest_llmperf.gate.loop import run_gate
+        from pytest_llmperf.gate.loop import gate_request, run_gate
         from pytest_llmperf.measure.run import measure
 
         chosen = profile or self.profile
@@ -374,14 +341,22 @@ class LLMPerf:
                 "llmperf.check(): no profile (use the llmperf_profile fixture or pass one)"
             )
         chosen = self.scaled(chosen)
-        marker_tolerances = _marker_kwargs(self._request.node).get("tolerances")
-        merged = {**(marker_tolerances or {}), **(tolerances or {})} or None
+        config = self._request.config
+        request = gate_request(
+            self.settings,
+            target=self.target,
+            profile=chosen,
+            hardware=config.stash[HARDWARE],
+            machine=config.stash[MACHINE],
+            nodeid=self._request.node.nodeid,
+            tolerances=(_marker_kwargs(self._request.node).get("tolerances"), tolerances),
+        )
         headers, api_key = _auth_headers(self.settings)
         progress = _progress_printer(self._request.config, chosen)
         failure: str | None = None
         try:
             result = run_gate(
-                self._gate_request(chosen, merged),
+                request,
                 lambda: measure(
                     self.target,
                     chosen,
@@ -411,6 +386,7 @@ class LLMPerf:
         config.hook.pytest_llmperf_result(config=config, result=result)
 
     def _enforce(self, result: ProfileResult) -> None:
+        from pytest_llmperf.accept import accept_command
         from pytest_llmperf.models import Outcome
         from pytest_llmperf.reports.tables import verdict_message
 
@@ -424,7 +400,9 @@ class LLMPerf:
                 profile=result.profile,
                 engine=result.engine,
                 baseline_file=result.baseline_file,
-                accept_command=_accept_command(self._request.config, result.profile),
+                accept_command=accept_command(
+                    self._request.config.invocation_params.args, result.profile
+                ),
                 verbose=self._request.config.get_verbosity() > 0,
             )
         )
@@ -432,27 +410,6 @@ class LLMPerf:
             self._request.node.warn(pytest.PytestWarning(message))
             return
         pytest.fail(message, pytrace=False)
-
-
-def _accept_command(config: pytest.Config, profile: str) -> str:
-    """The invocation that records this profile's numbers: the same options, this profile."""
-    args: list[str] = []
-    skip_value = False
-    for arg in config.invocation_params.args:
-        if skip_value:
-            skip_value = False
-            continue
-        if arg in ("--update-baselines", "--llmperf-update-baselines"):
-            continue
-        if arg in ("--llmperf-profile", "--profile"):
-            skip_value = True
-            continue
-        if arg.startswith(("--llmperf-profile=", "--profile=")):
-            continue
-        args.append(arg)
-    from pytest_llmperf import redact
-
-    return redact.command(["pytest", *args, "--llmperf-profile", profile, "--update-baselines"])
 
 
 def _shown(text: str) -> str:

@@ -213,3 +213,17 @@ def api_key(variable: str, environ: dict[str, str] | None = None) -> Secret | No
 def auth_headers(key: Secret | None) -> SecretHeaders:
     """The Authorization header for ``key`` (none without one), in a repr-safe mapping."""
     return SecretHeaders({"Authorization": f"Bearer {key}"} if key else {})
+
+
+def request_auth(variable: str | None) -> tuple[SecretHeaders, Secret | None]:
+    """The Authorization header and the key that ``--llmperf-api-key-env`` names, both of
+    types whose repr masks the key; no header without the option. A named variable that is
+    unset is an error: running unauthenticated would measure 401s."""
+    from pytest_llmperf.errors import ConfigError
+
+    if not variable:
+        return SecretHeaders(), None
+    key = api_key(variable)
+    if key is None:
+        raise ConfigError(f"--llmperf-api-key-env: the environment variable {variable} is not set")
+    return auth_headers(key), key

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.config import Settings
 from pytest_llmperf.engines import fingerprint
 from pytest_llmperf.engines.session import Target
 from pytest_llmperf.gate import placement, store
@@ -49,6 +50,37 @@ class GateRequest:
     @property
     def machine_key(self) -> str:
         return fingerprint.machine_key(self.machine) if self.machine else self.hardware
+
+
+def gate_request(
+    settings: Settings,
+    *,
+    target: Target,
+    profile: WorkloadProfile,
+    hardware: str,
+    machine: fingerprint.Fingerprint | None,
+    nodeid: str = "",
+    tolerances: Sequence[Mapping[str, float] | None] = (),
+) -> GateRequest:
+    """The gate of one profile as the session's settings ask for it. ``tolerances``: overrides
+    from the weakest to the strongest (a test's marker, then ``check(tolerances=...)``)."""
+    merged = {metric: limit for layer in tolerances for metric, limit in (layer or {}).items()}
+    return GateRequest(
+        target=target,
+        profile=profile,
+        hardware=hardware,
+        baseline_root=settings.baseline_dir,
+        update=settings.update_baselines,
+        repeat=settings.repeat,
+        confirm_reruns=settings.confirm_reruns,
+        max_failed_requests=settings.max_failed_requests,
+        tolerance_overrides=merged or None,
+        gate=judging.GateSettings(tolerance_scale=settings.tolerance_scale),
+        nodeid=nodeid,
+        machine=machine,
+        first_run=settings.first_run,
+        hardware_detected=settings.hardware is None,
+    )
 
 
 def summarize(runs: Sequence[Measurement]) -> tuple[dict[str, Any], dict[str, float]]:

@@ -18,4 +18,3 @@ def test_without_a_file_to_copy_from_the_default_metrics_get_the_floor() -> None
     recorded = first_run_tolerances(None)
     assert set(recorded) == set(DEFAULT_TOLERANCES)
     assert all(value == FIRST_RUN_TOLERANCE_FLOOR for value in recorded.values())
-
