@@ -22,9 +22,9 @@ from typing import Any
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.escape import plot_text
-from pytest_llmperf.gate.ledger import Ledger, ProfileResult
+from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.models import Direction, MetricComparison
-from pytest_llmperf.reports.tables import Table, VariantRow, key_comparisons, variant_table
+from pytest_llmperf.reports.tables import SessionView, Table, key_comparisons, variant_table
 
 EXTRA_HINT = "install the extra: pip install 'pytest-llmperf[report]'"
 LATENCIES = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("itl_ms", "ITL (ms)"),
@@ -285,11 +285,8 @@ def _per_profile(
 
 
 def render(
-    ledger: Ledger,
+    view: SessionView,
     *,
-    hardware: str,
-    comparison: Sequence[VariantRow] = (),
-    reference: str | None = None,
     history: Sequence[Mapping[str, Any]] = (),
     meta: Mapping[str, Any] | None = None,
 ) -> str:
@@ -298,11 +295,10 @@ def render(
     from pytest_llmperf.reports.tables import machine_lines
 
     _plotly()
-    results = ledger.results
-    labels = list(dict.fromkeys([r.label for r in results] + list(ledger.failed_starts)))
+    results = view.ledger.results
+    labels = list(dict.fromkeys([r.label for r in results] + list(view.ledger.failed_starts)))
     colours = _colours(labels)
-    list(dict.fromkeys(r.profile for r in results))
-    info = {"hardware": hardware, **(meta or {})}
+    info = {"hardware": view.hardware, **(meta or {})}
     meta_line = " · ".join(f"{key}: {value}" for key, value in info.items() if value)
     sections = [
         "".join(f"<p class='meta'>{html.escape(line)}</p>" for line in machine_lines(results)),
@@ -311,12 +307,12 @@ def render(
     table = results_table(results, marks=("ok", "FAIL"))  # no emoji font in every browser
     failed = [i for i, r in enumerate(results) if r.verdict.failed]
     sections.append(html_table(table, failed))
-    for name, error in ledger.failed_starts.items():
+    for name, error in view.ledger.failed_starts.items():
         sections.append(f"<p class='notes'>{html.escape(name)}: failed to start: "
                         f"{html.escape(error)}</p>")  # fmt: skip
-    if len({row.variant for row in comparison}) > 1:
-        sections.append(f"<h2>Against {html.escape(reference or '')}</h2>")
-        sections.append(html_table(variant_table(comparison, reference)))
+    if view.compares_configurations:
+        sections.append(f"<h2>Against {html.escape(view.reference or '')}</h2>")
+        sections.append(html_table(variant_table(view.comparison, view.reference)))
     with_series = [r for r in results if r.series]
     sections.extend(
         _per_profile("Latency distributions", "latency", latency_figure, with_series, colours)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_llmperf.escape import md_code, md_text
-from pytest_llmperf.gate.ledger import Ledger, ProfileResult
+from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.models import Outcome
 from pytest_llmperf.reports.tables import (
+    SessionView,
     Table,
-    VariantRow,
     comparison_grid,
     key_comparisons,
     machine_lines,
@@ -73,18 +73,12 @@ def _details(result: ProfileResult) -> list[str]:
     return lines
 
 
-def session_markdown(
-    ledger: Ledger,
-    *,
-    hardware: str,
-    comparison: Sequence[VariantRow] = (),
-    reference: str | None = None,
-    title: str = "pytest-llmperf",
-) -> str:
-    """The whole summary; ``comparison`` rows add the seeds' table against ``reference``."""
+def session_markdown(view: SessionView, *, title: str = "pytest-llmperf") -> str:
+    """The whole summary; with several configurations, the seeds' table against the reference."""
+    ledger = view.ledger
     failed = sum(1 for r in ledger.results if r.verdict.failed) + len(ledger.failed_starts)
     state = f"{failed} failed" if failed else "all passed"
-    lines = [f"## {title}: {hardware}, {len(ledger.results)} profiles, {state}", ""]
+    lines = [f"## {title}: {view.hardware}, {len(ledger.results)} profiles, {state}", ""]
     machines = machine_lines(ledger.results)
     if machines:
         lines.extend(f"{md_cell(line)}  " for line in machines)
@@ -99,12 +93,12 @@ def session_markdown(
             f"- {md_code(name)}: {md_code(error)}" for name, error in ledger.failed_starts.items()
         )
         lines.append("")
-    if len({row.variant for row in comparison}) > 1:
+    if view.compares_configurations:
         lines.append(
-            f"### Against {md_text(reference or '')}: total token throughput and mean TPOT"
+            f"### Against {md_text(view.reference or '')}: total token throughput and mean TPOT"
         )
         lines.append("")
-        lines.append(variant_table(comparison, reference).markdown())
+        lines.append(variant_table(view.comparison, view.reference).markdown())
         lines.append("")
     attention = [
         r for r in ledger.results if r.verdict.outcome not in (Outcome.PASS, Outcome.RECORDED)

@@ -17,7 +17,7 @@ from pytest_llmperf.atomic import append_text, write_atomically
 from pytest_llmperf.config import Settings
 from pytest_llmperf.errors import LLMPerfError
 from pytest_llmperf.gate.ledger import Ledger, ProfileResult
-from pytest_llmperf.reports.tables import VariantRow, variant_table, verdict_summary
+from pytest_llmperf.reports.tables import SessionView, VariantRow, variant_table, verdict_summary
 
 # The one-line summary of a test: the seeds' two KPIs and the first-token latency.
 COMPACT_LABELS = {
@@ -282,6 +282,7 @@ def write_outputs(
     names = configurations(ledger, settings)
     reference = reference_name(ledger, settings)
     comparison = comparison_rows(ledger, names) if len(names) > 1 else []
+    view = SessionView(ledger, hardware, comparison, reference)
     written: list[Path] = []
     if settings.json_path is not None:
         with _reported(ledger, "the results JSON", settings.json_path):
@@ -301,9 +302,7 @@ def write_outputs(
             from pytest_llmperf.reports.markdown import session_markdown
 
             path, append = target
-            text = session_markdown(
-                ledger, hardware=hardware, comparison=comparison, reference=reference
-            )
+            text = session_markdown(view)
             if append:
                 append_text(path, redact.text(text) + "\n")
             else:
@@ -330,10 +329,7 @@ def write_outputs(
             from pytest_llmperf.reports import html_report
 
             page = html_report.render(
-                ledger,
-                hardware=hardware,
-                comparison=comparison,
-                reference=reference,
+                view,
                 history=history,
                 meta={
                     "created": created,

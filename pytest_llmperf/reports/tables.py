@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from pytest_llmperf.gate.ledger import ProfileResult
+from pytest_llmperf.gate.ledger import Ledger, ProfileResult
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
 
 
@@ -239,6 +239,21 @@ class VariantRow:
     error: str | None = None  # the configuration failed (to start, or in the baseline record)
     printed_change_pct: float | None = None  # a document's own figure, when reproducing one
     note: str | None = None  # footnote on this row
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """What every report of a session shows: its results, the hardware key they were gated
+    under, and the configurations against the reference (``comparison``, when several ran)."""
+
+    ledger: Ledger
+    hardware: str
+    comparison: Sequence[VariantRow] = ()
+    reference: str | None = None
+
+    @property
+    def compares_configurations(self) -> bool:
+        return len({row.variant for row in self.comparison}) > 1
 
 
 def variant_table(rows: Sequence[VariantRow], reference: str | None = None) -> Table:

@@ -12,6 +12,7 @@ from pytest_llmperf.escape import md_code, md_text, printable
 from pytest_llmperf.gate.ledger import Ledger
 from pytest_llmperf.models import Outcome, Verdict
 from pytest_llmperf.reports.markdown import session_markdown
+from pytest_llmperf.reports.tables import SessionView
 from tests.reports.factory import result
 
 HOSTILE = (
@@ -43,7 +44,7 @@ def _live_markdown(text: str) -> list[str]:
 
 
 def test_the_job_summary_shows_server_text_as_text() -> None:
-    text = session_markdown(_hostile_ledger(), hardware="cpu")
+    text = session_markdown(SessionView(_hostile_ledger(), "cpu"))
     assert "evil.example" in text  # shown, not dropped
     assert _live_markdown(text) == []
     assert "\x1b" not in text
