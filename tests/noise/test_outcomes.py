@@ -13,33 +13,28 @@ the tests inject moves throughput by -67 % and TPOT by +200 %.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from tests.support.gate_suite import MINI_PROFILES, baseline_file, first_result, record, write_suite
 from tests.support.slow_proxy import SlowProxyProcess
 from tests.support.stream_server import StandInProcess
 
-PROFILES = """\
-profiles:
-  mini:
-    dataset: random
-    input_len: 32
-    output_len: 8
-    num_prompts: 8
+PROFILES = (
+    MINI_PROFILES
+    + """\
   one-token:
     dataset: random
     input_len: 32
     output_len: 1
     num_prompts: 4
 """
+)
 PROMPTS = 8  # requests of one measurement of `mini` (no warm-ups)
 WIDE = {"total_token_throughput": 50.0, "mean_tpot_ms": 50.0}
-SUITE = "def test_serving(llmperf):\n    llmperf.check()\n"
 
 
 @pytest.fixture(scope="module")
@@ -56,50 +51,19 @@ def suite(
     pytester: pytest.Pytester, proxy: SlowProxyProcess, tiny_model_dir: Path
 ) -> Iterator[list[str]]:
     proxy.set_factor(1.0)
-    pytester.makeini(
-        "[pytest]\nllmperf_profiles = profiles.yaml\n"
-        "asyncio_default_fixture_loop_scope = function\n"
-        "llmperf_nightly_tolerance_scale = 3\n"
-        "llmperf_nightly_warn_only = false\n"
+    yield write_suite(
+        pytester,
+        endpoint=proxy.base_url,
+        model_dir=tiny_model_dir,
+        profiles_yaml=PROFILES,
+        ini_lines=("llmperf_nightly_tolerance_scale = 3", "llmperf_nightly_warn_only = false"),
     )
-    pytester.path.joinpath("profiles.yaml").write_text(PROFILES)
-    pytester.makepyfile(test_suite=SUITE)
-    yield [
-        "--engine=external",
-        f"--endpoint={proxy.base_url}",
-        f"--model={tiny_model_dir}",
-        "--hardware=cpu",
-        "--llmperf-warmups=0",
-        "--llmperf-profile=mini",
-        f"--baseline-dir={pytester.path / 'baselines'}",
-        f"--llmperf-json={pytester.path / 'results.json'}",
-        "-p",
-        "no:cacheprovider",
-    ]
     proxy.set_factor(1.0)
-
-
-def _baseline(pytester: pytest.Pytester, tiny_model_dir: Path) -> Path:
-    from pytest_llmperf.gate.store import baseline_path
-
-    return baseline_path(pytester.path / "baselines", "cpu", str(tiny_model_dir), "external")
 
 
 def _record(pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path, *extra: str) -> Path:
     """Record `mini` at the proxy's current factor, then widen its tolerances by hand."""
-    pytester.runpytest(*suite, "--update-baselines", *extra).assert_outcomes(passed=1)
-    path = _baseline(pytester, tiny_model_dir)
-    document = yaml.safe_load(path.read_text())
-    document["profiles"]["mini"]["tolerances"] = dict(WIDE)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    return path
-
-
-def _result(pytester: pytest.Pytester) -> dict[str, Any]:
-    record: dict[str, Any] = json.loads(pytester.path.joinpath("results.json").read_text())[
-        "results"
-    ][0]
-    return record
+    return record(pytester, suite, baseline_file(pytester, tiny_model_dir), WIDE, *extra)
 
 
 def test_pass(pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path) -> None:
@@ -107,7 +71,7 @@ def test_pass(pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path)
     result = pytester.runpytest(*suite)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*external/mini:*-> pass (total_token_throughput *"])
-    assert _result(pytester)["outcome"] == "pass"
+    assert first_result(pytester)["outcome"] == "pass"
 
 
 def test_slower_server_regresses_and_the_rerun_confirms_it(
@@ -125,7 +89,7 @@ def test_slower_server_regresses_and_the_rerun_confirms_it(
             "*mean_tpot_ms * +*% * ±50% * REGRESSED*",
         ]
     )
-    record = _result(pytester)
+    record = first_result(pytester)
     assert (record["outcome"], record["confirmed"]) == ("regressed", True)
     # Two measurements of 8 requests each reached the server: the first and its rerun.
     assert proxy.stats()["requests"] >= 2 * PROMPTS
@@ -139,7 +103,7 @@ def test_one_slow_measurement_is_not_confirmed_and_passes(
     proxy.set_factor(3.0, requests=PROMPTS, then=1.0)  # only the first measurement is slow
     result = pytester.runpytest(*suite)
     result.assert_outcomes(passed=1)
-    record = _result(pytester)
+    record = first_result(pytester)
     assert (record["outcome"], record["confirmed"]) == ("pass", False)
     assert any("the rerun did not confirm it" in note for note in record["notes"])
     assert proxy.stats()["requests"] == 2 * PROMPTS
@@ -154,7 +118,7 @@ def test_without_confirmation_one_slow_measurement_fails(
     result = pytester.runpytest(*suite, "--llmperf-confirm=0")
     result.assert_outcomes(failed=1)
     result.stdout.no_fnmatch_line("*confirmed: a rerun*")
-    record = _result(pytester)
+    record = first_result(pytester)
     assert (record["outcome"], record["confirmed"]) == ("regressed", False)
     assert proxy.stats()["requests"] == PROMPTS
 
@@ -183,7 +147,7 @@ def test_no_baseline(pytester: pytest.Pytester, suite: list[str]) -> None:
     result = pytester.runpytest(*suite, "--llmperf-first-run=fail")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*profile 'mini' on external has no baseline*"])
-    assert _result(pytester)["outcome"] == "no-baseline"
+    assert first_result(pytester)["outcome"] == "no-baseline"
 
 
 def test_insufficient_data(pytester: pytest.Pytester, suite: list[str]) -> None:
@@ -194,7 +158,7 @@ def test_insufficient_data(pytester: pytest.Pytester, suite: list[str]) -> None:
     result.stdout.fnmatch_lines(
         ["*profile 'one-token' on external has insufficient data*", "*mean_tpot_ms has no samples*"]
     )
-    assert _result(pytester)["outcome"] == "insufficient-data"
+    assert first_result(pytester)["outcome"] == "insufficient-data"
 
 
 def test_workload_changed(
@@ -206,7 +170,7 @@ def test_workload_changed(
     result.stdout.fnmatch_lines(
         ["*ran a workload that differs from its baseline*", "*num_prompts: baseline 8, now 4*"]
     )
-    assert _result(pytester)["outcome"] == "workload-changed"
+    assert first_result(pytester)["outcome"] == "workload-changed"
 
 
 def test_repeat_records_the_center_and_spread_and_the_spread_can_decide(
@@ -232,7 +196,7 @@ def test_repeat_records_the_center_and_spread_and_the_spread_can_decide(
     proxy.set_factor(1.5)
     result = pytester.runpytest(*suite, "--llmperf-repeat=2")
     result.assert_outcomes(passed=1)
-    record = _result(pytester)
+    record = first_result(pytester)
     assert record["runs"] == 2
     decided = {c["metric"]: (c["decided_by"], c["threshold_pct"]) for c in record["comparisons"]}
     assert decided["total_token_throughput"][0] == "spread"
@@ -263,5 +227,5 @@ def test_nightly_context_scales_tolerances_and_can_warn_only(
     # the package was imported before this in-process run.
     warned.assert_outcomes(passed=1)
     warned.stdout.fnmatch_lines(["*PytestWarning: llmperf: profile 'mini' on external regressed*"])
-    assert _result(pytester)["outcome"] == "regressed"
+    assert first_result(pytester)["outcome"] == "regressed"
     pytester.runpytest(*suite).assert_outcomes(failed=1)  # the pr context still fails

@@ -13,15 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.gate_suite import MINI_PROFILES, baseline_file, edit_entry, write_suite
 from tests.support.stream_server import StandInProcess
 
-PROFILES = """\
-profiles:
-  mini:
-    dataset: random
-    input_len: 32
-    output_len: 8
-    num_prompts: 8
+PROFILES = (
+    MINI_PROFILES
+    + """\
   mini-chat-4:
     dataset: random
     input_len: 16
@@ -29,8 +26,8 @@ profiles:
     num_prompts: 6
     max_concurrency: 2
 """
+)
 
-SUITE = "def test_serving(llmperf):\n    llmperf.check()\n"
 STANDIN_VERSION = "0.32.0"  # what the stand-in answers at GET /version, as vLLM does
 
 
@@ -42,36 +39,24 @@ def standin() -> Iterator[StandInProcess]:
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, standin: StandInProcess, tiny_model_dir: Path) -> list[str]:
-    pytester.makeini(
-        "[pytest]\nllmperf_profiles = profiles.yaml\n"
-        "asyncio_default_fixture_loop_scope = function\n"
+    return write_suite(
+        pytester, endpoint=standin.base_url, model_dir=tiny_model_dir, profiles_yaml=PROFILES
     )
-    pytester.path.joinpath("profiles.yaml").write_text(PROFILES)
-    pytester.makepyfile(test_suite=SUITE)
-    return [
-        "--engine=external",
-        f"--endpoint={standin.base_url}",
-        f"--model={tiny_model_dir}",
-        "--hardware=cpu",
-        "--llmperf-warmups=0",
-        "--llmperf-profile=mini",
-        f"--baseline-dir={pytester.path / 'baselines'}",
-        "-p",
-        "no:cacheprovider",
-    ]
 
 
-def _baseline_file(pytester: pytest.Pytester, tiny_model_dir: Path) -> Path:
-    from pytest_llmperf.gate.store import baseline_path
-
-    return baseline_path(pytester.path / "baselines", "cpu", str(tiny_model_dir), "external")
-
-
-def _edit(path: Path, profile: str, **changes: dict[str, float]) -> None:
-    document = yaml.safe_load(path.read_text())
-    for section, values in changes.items():
-        document["profiles"][profile][section].update(values)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+def _record_then_scale_throughput(
+    pytester: pytest.Pytester, suite: list[str], model: Path, factor: float
+) -> Path:
+    """Record `mini`, then multiply its recorded throughput by ``factor``, as an edit would."""
+    pytester.runpytest(*suite, "--update-baselines").assert_outcomes(passed=1)
+    path = baseline_file(pytester, model)
+    measured = yaml.safe_load(path.read_text())["profiles"]["mini"]["metrics"]
+    edit_entry(
+        path,
+        "mini",
+        metrics={"total_token_throughput": measured["total_token_throughput"] * factor},
+    )
+    return path
 
 
 def test_missing_baseline_fails_in_ci_and_says_how_to_record(
@@ -96,7 +81,7 @@ def test_record_then_pass_then_keep_hand_edited_tolerances(
     recorded = pytester.runpytest(*suite, "--update-baselines")
     recorded.assert_outcomes(passed=1)
     recorded.stdout.fnmatch_lines(["*external/mini:*-> recorded*"])
-    path = _baseline_file(pytester, tiny_model_dir)
+    path = baseline_file(pytester, tiny_model_dir)
     document = yaml.safe_load(path.read_text())
     entry = document["profiles"]["mini"]
     assert entry["workload"]["num_prompts"] == 8
@@ -104,7 +89,7 @@ def test_record_then_pass_then_keep_hand_edited_tolerances(
     assert entry["tolerances"] == {"total_token_throughput": 5.0, "mean_tpot_ms": 10.0}
 
     # A reviewer widens the tolerances for this noisy stand-in; the next update keeps them.
-    _edit(path, "mini", tolerances={"total_token_throughput": 900.0, "mean_tpot_ms": 900.0})
+    edit_entry(path, "mini", tolerances={"total_token_throughput": 900.0, "mean_tpot_ms": 900.0})
     again = pytester.runpytest(*suite, "--update-baselines")
     again.assert_outcomes(passed=1)
     kept = yaml.safe_load(path.read_text())["profiles"]["mini"]["tolerances"]
@@ -118,15 +103,8 @@ def test_record_then_pass_then_keep_hand_edited_tolerances(
 def test_regression_fails_with_the_table(
     pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path
 ) -> None:
-    pytester.runpytest(*suite, "--update-baselines").assert_outcomes(passed=1)
-    path = _baseline_file(pytester, tiny_model_dir)
-    measured = yaml.safe_load(path.read_text())["profiles"]["mini"]["metrics"]
     # Pretend the baseline was ten times faster: the run now looks 90 % slower.
-    _edit(
-        path,
-        "mini",
-        metrics={"total_token_throughput": measured["total_token_throughput"] * 10},
-    )
+    _record_then_scale_throughput(pytester, suite, tiny_model_dir, 10)
     result = pytester.runpytest(*suite)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -146,15 +124,8 @@ def test_regression_fails_with_the_table(
 def test_improvement_beyond_tolerance_is_reported_and_strict_fails(
     pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path
 ) -> None:
-    pytester.runpytest(*suite, "--update-baselines").assert_outcomes(passed=1)
-    path = _baseline_file(pytester, tiny_model_dir)
-    measured = yaml.safe_load(path.read_text())["profiles"]["mini"]["metrics"]
-    _edit(
-        path,
-        "mini",
-        metrics={"total_token_throughput": measured["total_token_throughput"] / 10},
-        tolerances={"mean_tpot_ms": 900.0},
-    )
+    path = _record_then_scale_throughput(pytester, suite, tiny_model_dir, 0.1)
+    edit_entry(path, "mini", tolerances={"mean_tpot_ms": 900.0})
     lenient = pytester.runpytest(*suite)
     lenient.assert_outcomes(passed=1)
     lenient.stdout.fnmatch_lines(["*external/mini:*-> improved*"])
@@ -183,7 +154,7 @@ def test_engine_version_change_is_reported(
     pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path
 ) -> None:
     pytester.runpytest(*suite, "--update-baselines").assert_outcomes(passed=1)
-    path = _baseline_file(pytester, tiny_model_dir)
+    path = baseline_file(pytester, tiny_model_dir)
     document = yaml.safe_load(path.read_text())
     assert document["profiles"]["mini"]["engine_version"] == STANDIN_VERSION
     document["profiles"]["mini"]["engine_version"] = "0.0.1"

@@ -7,7 +7,6 @@ the reports are the real ones, against the stand-in streaming server as the endp
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,10 @@ import pytest
 import yaml
 
 from pytest_llmperf.engines import fingerprint
-from pytest_llmperf.gate.store import baseline_path
+from tests.support.gate_suite import MINI_PROFILES, baseline_file, first_result, record, write_suite
 from tests.support.stream_server import StandInProcess
 from tests.unit.test_fingerprint import A100_X8, AMX, AVX_ONLY, cpu_probe
 
-PROFILES = "profiles:\n  mini:\n    dataset: random\n    input_len: 32\n    output_len: 8\n"
-PROFILES += "    num_prompts: 8\n"
 WIDE = {"total_token_throughput": 60.0, "mean_tpot_ms": 60.0}
 H100 = "NVIDIA H100 80GB HBM3, 81559, 550.54.15"
 
@@ -45,43 +42,28 @@ def on_machine(monkeypatch: pytest.MonkeyPatch) -> Callable[[fingerprint.Probe],
 
 @pytest.fixture
 def args(pytester: pytest.Pytester, standin: StandInProcess, tiny_model_dir: Path) -> list[str]:
-    pytester.makeini(
-        "[pytest]\nllmperf_profiles = profiles.yaml\n"
-        "asyncio_default_fixture_loop_scope = function\n"
+    options = write_suite(
+        pytester, endpoint=standin.base_url, model_dir=tiny_model_dir, profiles_yaml=MINI_PROFILES
     )
-    pytester.path.joinpath("profiles.yaml").write_text(PROFILES)
-    pytester.makepyfile(test_suite="def test_serving(llmperf):\n    llmperf.check()\n")
-    return [
-        "--engine=external",
-        f"--endpoint={standin.base_url}",
-        f"--model={tiny_model_dir}",
-        "--hardware=cpu",
-        "--llmperf-warmups=0",
-        "--llmperf-profile=mini",
-        "--llmperf-confirm=2",
-        f"--baseline-dir={pytester.path / 'baselines'}",
-        f"--llmperf-json={pytester.path / 'results.json'}",
-        "-p",
-        "no:cacheprovider",
-    ]
+    return [*options, "--llmperf-confirm=2"]
 
 
 def _file(pytester: pytest.Pytester, key: str, model: Path) -> Path:
-    return baseline_path(pytester.path / "baselines", key, str(model), "external")
-
-
-def _result(pytester: pytest.Pytester) -> dict[str, Any]:
-    results: list[dict[str, Any]] = json.loads(pytester.path.joinpath("results.json").read_text())[
-        "results"
-    ]
-    return results[0]
+    return baseline_file(pytester, model, key)
 
 
 def _record_wide(pytester: pytest.Pytester, args: list[str], path: Path) -> None:
-    pytester.runpytest(*args, "--update-baselines").assert_outcomes(passed=1)
-    document = yaml.safe_load(path.read_text())
-    document["profiles"]["mini"]["tolerances"] = dict(WIDE)  # a shared machine: wide limits
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    record(pytester, args, path, WIDE)
+
+
+def _shipped_on_amx(
+    pytester: pytest.Pytester, args: list[str], on_machine: Any, model: Path
+) -> tuple[Path, bytes]:
+    """The file a project ships: recorded under --hardware=cpu on an AMX machine, wide limits."""
+    shipped = _file(pytester, "cpu", model)
+    on_machine(cpu_probe(AMX))
+    _record_wide(pytester, args, shipped)
+    return shipped, shipped.read_bytes()
 
 
 def test_recorded_entry_carries_the_machine(
@@ -102,10 +84,7 @@ def test_other_cpu_isa_in_ci_is_machine_changed_naming_the_fields(
     tiny_model_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    shipped = _file(pytester, "cpu", tiny_model_dir)
-    on_machine(cpu_probe(AMX))
-    _record_wide(pytester, args, shipped)
-    before = shipped.read_bytes()
+    shipped, before = _shipped_on_amx(pytester, args, on_machine, tiny_model_dir)
 
     on_machine(cpu_probe(AVX_ONLY))
     monkeypatch.setenv("CI", "true")
@@ -120,7 +99,7 @@ def test_other_cpu_isa_in_ci_is_machine_changed_naming_the_fields(
             "*to record this machine's numbers: pytest *--update-baselines*",
         ]
     )
-    outcome = _result(pytester)
+    outcome = first_result(pytester)
     assert outcome["outcome"] == "machine-changed"
     assert outcome["runs"] == 1  # not a regression: no confirm reruns
     assert shipped.read_bytes() == before
@@ -130,10 +109,7 @@ def test_other_cpu_isa_in_ci_is_machine_changed_naming_the_fields(
 def test_first_run_outside_ci_records_this_machine_then_gates_against_it(
     pytester: pytest.Pytester, args: list[str], on_machine: Any, tiny_model_dir: Path
 ) -> None:
-    shipped = _file(pytester, "cpu", tiny_model_dir)
-    on_machine(cpu_probe(AMX))
-    _record_wide(pytester, args, shipped)
-    before = shipped.read_bytes()
+    shipped, before = _shipped_on_amx(pytester, args, on_machine, tiny_model_dir)
 
     on_machine(cpu_probe(AVX_ONLY))
     first = pytester.runpytest(*args)
@@ -151,12 +127,12 @@ def test_first_run_outside_ci_records_this_machine_then_gates_against_it(
     assert entry["machine"]["isa"] == "avx"
     assert entry["tolerances"] == WIDE  # the same profile's limits, taken from the other file
     assert shipped.read_bytes() == before
-    assert _result(pytester)["first_run"] is True
+    assert first_result(pytester)["first_run"] is True
 
     again = pytester.runpytest(*args)
     again.assert_outcomes(passed=1)
     again.stdout.fnmatch_lines(["*external/mini:*-> pass (total_token_throughput*"])
-    assert _result(pytester)["baseline_file"] == str(own)
+    assert first_result(pytester)["baseline_file"] == str(own)
 
 
 def test_equal_machine_gives_the_usual_verdicts(
@@ -166,7 +142,7 @@ def test_equal_machine_gives_the_usual_verdicts(
     on_machine(cpu_probe(AMX))
     _record_wide(pytester, args, path)
     pytester.runpytest(*args).assert_outcomes(passed=1)
-    assert _result(pytester)["outcome"] == "pass"
+    assert first_result(pytester)["outcome"] == "pass"
 
     document = yaml.safe_load(path.read_text())
     metrics = document["profiles"]["mini"]["metrics"]
@@ -175,7 +151,7 @@ def test_equal_machine_gives_the_usual_verdicts(
     regressed = pytester.runpytest(*args)
     regressed.assert_outcomes(failed=1)
     regressed.stdout.fnmatch_lines(["*profile 'mini' on external regressed*"])
-    assert _result(pytester)["outcome"] == "regressed"
+    assert first_result(pytester)["outcome"] == "regressed"
 
 
 def test_baseline_without_a_fingerprint_is_compared_with_a_note(
@@ -191,7 +167,7 @@ def test_baseline_without_a_fingerprint_is_compared_with_a_note(
     on_machine(cpu_probe(AVX_ONLY))
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1)
-    outcome = _result(pytester)
+    outcome = first_result(pytester)
     assert outcome["outcome"] == "pass"
     assert any("recorded before fingerprints" in note for note in outcome["notes"])
 
@@ -221,7 +197,7 @@ def test_other_gpu_is_machine_changed_and_every_report_shows_both_machines(
             f"*baseline of external/mini measured on {recorded_on}*",
         ]
     )
-    outcome = _result(pytester)
+    outcome = first_result(pytester)
     assert outcome["outcome"] == "machine-changed"
     assert outcome["machine"]["key"] == "h100-80gb"
     assert outcome["baseline_machine"]["key"] == "a100-80gb-x8"
@@ -240,13 +216,15 @@ def test_without_hardware_the_family_folder_is_read_and_the_own_folder_written(
     detected = [arg for arg in args if arg != "--hardware=cpu"]
 
     pytester.runpytest(*detected).assert_outcomes(passed=1)
-    assert _result(pytester)["outcome"] == "pass"
-    assert _result(pytester)["baseline_file"] == str(family)
+    assert first_result(pytester)["outcome"] == "pass"
+    assert first_result(pytester)["baseline_file"] == str(family)
 
     on_machine(cpu_probe(AVX_ONLY))
     pytester.runpytest(*detected).assert_outcomes(passed=1)
-    assert _result(pytester)["outcome"] == "recorded"
-    assert _result(pytester)["baseline_file"] == str(_file(pytester, "cpu-avx-2c", tiny_model_dir))
+    assert first_result(pytester)["outcome"] == "recorded"
+    assert first_result(pytester)["baseline_file"] == str(
+        _file(pytester, "cpu-avx-2c", tiny_model_dir)
+    )
     assert family.read_bytes() == before
 
 
@@ -276,7 +254,7 @@ def test_two_machines_under_one_named_key_write_nothing_until_given_keys_of_thei
     own_key = [arg.replace("--hardware=cpu", "--hardware=cpu-avx-2c-desk") for arg in args]
     pytester.runpytest(*own_key, "--update-baselines").assert_outcomes(passed=1)
     pytester.runpytest(*own_key).assert_outcomes(passed=1)
-    assert _result(pytester)["baseline_file"] == str(
+    assert first_result(pytester)["baseline_file"] == str(
         _file(pytester, "cpu-avx-2c-desk", tiny_model_dir)
     )
     assert path.read_bytes() == before
