@@ -66,33 +66,43 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def descendants(root: int) -> list[psutil.Process]:
+def descendants(root: int | psutil.Process) -> list[psutil.Process]:
     """Running processes below ``root``, also those that left its group or session (setsid).
 
     Empty when ``root`` is gone: its children then belong to whoever adopted them, and only
-    their process group or an earlier scan still ties them to the engine.
+    their process group or an earlier scan still ties them to the engine. Given as a
+    ``Process`` seen earlier, also empty when its pid now names another process (psutil
+    checks the start time), whose children are none of ours.
     """
     try:
-        found = psutil.Process(root).children(recursive=True)
+        process = root if isinstance(root, psutil.Process) else psutil.Process(root)
+        found = process.children(recursive=True)
     except psutil.Error:
         return []
-    return [process for process in found if running(process)]
+    return [child for child in found if running(child)]
 
 
 class EngineFamily:
     """The engine's processes: its process group, plus descendants that left it (setsid).
 
     Each is remembered as a psutil ``Process``, which compares pid and start time: a pid the
-    system hands to an unrelated process later is neither counted nor signalled.
+    system hands to an unrelated process later is neither counted nor signalled, and once the
+    leader's own pid is reused, the new owner's children are not taken for the engine's. The
+    group needs no such care: a pid is not handed out while a process group still has it.
     """
 
     def __init__(self, leader: int) -> None:
         self.leader = leader
         self.known: dict[int, psutil.Process] = {}
+        try:
+            self.root: psutil.Process | None = psutil.Process(leader)
+        except psutil.Error:  # gone already: only its group is left to find
+            self.root = None
 
     def scan(self) -> None:
         """Remember every process of the engine that runs now."""
-        for process in [*group_members(self.leader), *descendants(self.leader)]:
+        below = descendants(self.root) if self.root is not None else []
+        for process in [*group_members(self.leader), *below]:
             known = self.known.get(process.pid)
             if known is None or not running(known):  # new, or a pid we saw die and reused
                 self.known[process.pid] = process
