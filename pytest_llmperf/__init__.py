@@ -5,7 +5,19 @@ Only the light modules are re-exported, because pytest imports the plugin in eve
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import PackageNotFoundError, version
+
+if sys.platform == "win32":
+    # Engines are started in a process group of their own and stopped with POSIX signals
+    # (SIGKILL, killpg); nothing of that exists on Windows. Say so instead of failing later
+    # on a missing signal.
+    raise ImportError(
+        "pytest-llmperf runs on Linux and macOS, not on Windows: it starts and stops engines "
+        "with POSIX process groups and signals. Run pytest with -p no:llmperf to skip it "
+        "here, or uninstall pytest-llmperf from this environment."
+    )
+
 
 from pytest_llmperf.errors import (
     BaselineError,

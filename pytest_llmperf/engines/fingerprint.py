@@ -5,10 +5,10 @@ A throughput means nothing without the machine that produced it: vLLM's CPU kern
 an A100 with 80 GB. The gate compares a run with a baseline only when the fields that decide
 speed are equal (``COMPARED_*`` below); the others are shown in reports and never compared.
 
-Collecting is cheap and local: /proc and /sys files, ``os`` calls, and the accelerator tools
-the hardware detection already runs (nvidia-smi, npu-smi). ``probe()`` gathers the raw facts;
-``from_probe()`` is a pure function of them, so tests build any machine from an injected
-``Probe``.
+Collecting is cheap and local: /proc/cpuinfo and cgroup files, ``os`` and psutil calls, and the
+accelerator tools the hardware detection already runs (nvidia-smi, npu-smi). ``probe()``
+gathers the raw facts; ``from_probe()`` is a pure function of them, so tests build any machine
+from an injected ``Probe``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from pytest_llmperf.engines.hardware import classify_ascend, classify_nvidia
 
@@ -146,11 +148,11 @@ def _affinity_cores() -> int:
 
 
 def _memory_kib() -> int | None:
-    match = re.search(r"^MemTotal:\s+(\d+)\s*kB", _read("/proc/meminfo"), re.MULTILINE)
-    if match:
-        return int(match.group(1))
-    size = _run(["sysctl", "-n", "hw.memsize"])  # macOS, bytes
-    return int(size) // 1024 if size and size.strip().isdigit() else None
+    # /proc/meminfo's MemTotal on Linux, hw.memsize on macOS: the values recorded before.
+    try:
+        return int(psutil.virtual_memory().total) // 1024
+    except (OSError, RuntimeError):
+        return None
 
 
 def _cpuinfo() -> str:

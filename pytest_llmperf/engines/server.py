@@ -9,6 +9,10 @@ A new process group, not a new session: MindIE's daemon calls ``setpgrp()`` firs
 exits with 255 when that fails, which it always does in a session leader. As the leader of a
 group (but not of a session) its own ``setpgrp()`` succeeds and changes nothing, and
 ``killpg`` reaches the whole engine as before.
+
+Processes are found, watched and signalled through psutil (``warden``), so the same code
+stops an engine's whole tree on Linux and on macOS. The group and the signals are POSIX;
+the package refuses to load on Windows (``pytest_llmperf/__init__.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import httpx
 
 from pytest_llmperf import redact
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
-from pytest_llmperf.engines.warden import descendants_of, is_alive, live_processes
+from pytest_llmperf.engines.warden import EngineFamily
+from pytest_llmperf.engines.warden import descendants as _descendants
+from pytest_llmperf.engines.warden import group_members as _group_members
 from pytest_llmperf.errors import EngineDiedError, EngineStartError
 from pytest_llmperf.escape import printable
 
@@ -41,26 +47,29 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: lead a new process group, and get SIGTERM when the process
-    that started us dies.
+    """In the child, before exec: lead a new process group, and on Linux get SIGTERM when
+    the process that started us dies.
 
     A pytest that is SIGKILLed runs no teardown; the death signal makes the engine shut itself
-    down (and vLLM then takes its own children with it) instead of serving on forever.
+    down (and vLLM then takes its own children with it) instead of serving on forever. Other
+    systems have no such signal; the warden stops the engine there (and here too, when the
+    engine ignores the signal).
     """
     os.setpgid(0, 0)  # not setsid(): see the module docstring (MindIE)
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def group_members(pgid: int) -> set[int]:
-    """Live (non-zombie) processes of a process group."""
-    return {pid for pid, stat in live_processes().items() if stat.group == pgid}
+    """Pids of the running (non-zombie) processes of a process group."""
+    return {process.pid for process in _group_members(pgid)}
 
 
 def descendants(root: int) -> set[int]:
-    """Live processes below ``root``, also those that moved to a process group of their own."""
-    return descendants_of(root, live_processes())
+    """Pids of the running processes below ``root``, also those that left its process group."""
+    return {process.pid for process in _descendants(root)}
 
 
 def engine_version(
@@ -151,7 +160,7 @@ class EngineServer:
         self.poll_interval = poll_interval
         self._proc: subprocess.Popen[bytes] | None = None
         self._warden: subprocess.Popen[bytes] | None = None
-        self._known_pids: set[int] = set()
+        self._family: EngineFamily | None = None  # every process of the engine seen so far
         self.exit_code: int | None = None
         self.stopped_on_request = False
         # Set when the engine ended before we asked it to: then no exit code is "normal"
@@ -197,6 +206,7 @@ class EngineServer:
                     env=env,
                     preexec_fn=_die_with_parent,
                 )
+                self._family = EngineFamily(self._proc.pid)
             except FileNotFoundError:
                 raise EngineStartError(
                     f"{self.spec.display_name}: executable {self.plan.argv[0]!r} not found; "
@@ -325,21 +335,26 @@ class EngineServer:
     # -- stop ----------------------------------------------------------------------------
 
     def _remember_pids(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._known_pids |= descendants(self._proc.pid)
+        """Note the engine's processes while the leader runs: once it is gone, children that
+        left its group are tied to it only by this record."""
+        if self._family is not None and self._proc is not None and self._proc.poll() is None:
+            self._family.scan()
 
     def _signal_everything(self, sig: int) -> None:
         assert self._proc is not None
+        assert self._family is not None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
-        # Children that left the group (setsid) are still ours: signal them one by one.
-        for pid in self._known_pids | descendants(self._proc.pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+        # Children that left the group (setsid) are still ours: signal them one by one, each
+        # only while it is the process we saw (psutil compares start times).
+        self._family.scan()
+        self._family.signal(sig)
 
     def _leftovers(self) -> set[int]:
         assert self._proc is not None
-        return group_members(self._proc.pid) | {p for p in self._known_pids if is_alive(p)}
+        assert self._family is not None
+        known = {process.pid for process in self._family.alive()}
+        return group_members(self._proc.pid) | known
 
     def _reap_group(self, timeout: float = 10.0) -> None:
         """Make sure nothing of the group outlives the leader."""

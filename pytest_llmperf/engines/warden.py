@@ -1,114 +1,125 @@
 """A small watcher process that stops an engine when the process that started it dies.
 
-The engine is started in a process group of its own, with a death signal (SIGTERM when its
-parent dies). That alone is not enough: an engine may ignore or swallow SIGTERM while it
-starts up (vLLM did, 30 s into loading, and served on after its pytest had been killed).
-The warden does not depend on the engine's good will. It is started next to the engine,
-watches the pytest process, and when that process is gone (SIGKILL, a crash, an OOM kill:
-anything that ran no teardown) it sends SIGTERM to every process of the engine's process
-group and to every descendant it saw, waits the grace period, and SIGKILLs what is left.
+The engine is started in a process group of its own, and on Linux with a death signal
+(SIGTERM when its parent dies). That alone is not enough: an engine may ignore or swallow
+SIGTERM while it starts up (vLLM did, 30 s into loading, and served on after its pytest had
+been killed), and other systems (macOS) have no death signal at all. The warden does not
+depend on the engine's good will. It is started next to the engine, watches the pytest
+process, and when that process is gone (SIGKILL, a crash, an OOM kill: anything that ran no
+teardown) it sends SIGTERM to every process of the engine's process group and to every
+descendant it saw, waits the grace period, and SIGKILLs what is left.
+
+Processes are found and signalled through psutil, which works alike on Linux and macOS, and
+which names a process by its pid *and* its start time: a pid that the system hands to an
+unrelated process after the engine's one exited is never signalled. The process group is a
+POSIX notion (``os.getpgid``); there is no Windows support.
 
 It runs as its own interpreter (``python -I warden.py PARENT ENGINE GRACE``), imports only
-the standard library, and costs a /proc scan a second. On a normal stop the plugin stops
-the engine itself and then kills the warden.
+the standard library and psutil (a dependency of the plugin, so installed next to it), and
+costs one scan of the process table a second. On a normal stop the plugin stops the engine
+itself (with the same functions) and then kills the warden.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
-from pathlib import Path
-from typing import NamedTuple
+from collections.abc import Iterable
+
+import psutil
 
 POLL_S = 0.5
 RESCAN_S = 1.0
 
 
-class ProcStat(NamedTuple):
-    """What /proc/PID/stat says of a process, as far as stopping an engine needs it."""
-
-    state: str  # "Z": a zombie, gone but not yet reaped
-    parent: int
-    group: int
-    session: int
-    started: int  # clock ticks after boot: with the pid, names one process for good
-
-
-def read_stat(pid: int) -> ProcStat | None:
+def running(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs: the same process (pid and start time), not a zombie."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rfind(")") + 2 :].split()
-    return ProcStat(fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # gone, or a zombie (psutil.ZombieProcess)
+        return False
+    except psutil.AccessDenied:  # someone else's process: it exists, so it runs
+        return True
 
 
 def is_alive(pid: int) -> bool:
-    """Whether the process runs (exists and is not a zombie)."""
-    stat = read_stat(pid)
-    return stat is not None and stat.state != "Z"
+    """Whether a process with this pid runs (exists and is not a zombie)."""
+    try:
+        return running(psutil.Process(pid))
+    except psutil.Error:
+        return False
 
 
-def live_processes() -> dict[int, ProcStat]:
-    """Every running (non-zombie) process."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (stat := read_stat(int(entry))) and stat.state != "Z":
-            found[int(entry)] = stat
-    return found
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Running processes of the process group ``pgid``, also those re-parented away from the
+    leader (a worker whose parent exited is out of reach of a tree walk)."""
+    members = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid and running(process):
+                members.append(process)
+        except OSError:  # gone between listing and asking
+            continue
+    return members
 
 
-def descendants_of(root: int, processes: Mapping[int, ProcStat]) -> set[int]:
-    """The processes below ``root``, also those that moved to a group or session of their
-    own."""
-    children: dict[int, list[int]] = {}
-    for pid, stat in processes.items():
-        children.setdefault(stat.parent, []).append(pid)
-    found: set[int] = set()
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+def descendants(root: int | psutil.Process) -> list[psutil.Process]:
+    """Running processes below ``root``, also those that left its group or session (setsid).
+
+    Empty when ``root`` is gone: its children then belong to whoever adopted them, and only
+    their process group or an earlier scan still ties them to the engine. Given as a
+    ``Process`` seen earlier, also empty when its pid now names another process (psutil
+    checks the start time), whose children are none of ours.
+    """
+    try:
+        process = root if isinstance(root, psutil.Process) else psutil.Process(root)
+        found = process.children(recursive=True)
+    except psutil.Error:
+        return []
+    return [child for child in found if running(child)]
 
 
 class EngineFamily:
     """The engine's processes: its process group, plus descendants that left it (setsid).
 
-    Each is remembered with its start time, so that a pid the kernel hands to an unrelated
-    process later is never signalled.
+    Each is remembered as a psutil ``Process``, which compares pid and start time: a pid the
+    system hands to an unrelated process later is neither counted nor signalled, and once the
+    leader's own pid is reused, the new owner's children are not taken for the engine's. The
+    group needs no such care: a pid is not handed out while a process group still has it.
     """
 
     def __init__(self, leader: int) -> None:
         self.leader = leader
-        self.known: dict[int, int] = {}
+        self.known: dict[int, psutil.Process] = {}
+        try:
+            self.root: psutil.Process | None = psutil.Process(leader)
+        except psutil.Error:  # gone already: only its group is left to find
+            self.root = None
 
     def scan(self) -> None:
-        processes = live_processes()
-        members = {pid for pid, stat in processes.items() if stat.group == self.leader}
-        for pid in members | descendants_of(self.leader, processes):
-            self.known.setdefault(pid, processes[pid].started)
+        """Remember every process of the engine that runs now."""
+        below = descendants(self.root) if self.root is not None else []
+        for process in [*group_members(self.leader), *below]:
+            known = self.known.get(process.pid)
+            if known is None or not running(known):  # new, or a pid we saw die and reused
+                self.known[process.pid] = process
 
-    def alive(self) -> list[int]:
-        live = []
-        for pid, started in self.known.items():
-            stat = read_stat(pid)
-            if stat and stat.state != "Z" and stat.started == started:
-                live.append(pid)
-        return live
+    def alive(self) -> list[psutil.Process]:
+        return [process for process in self.known.values() if running(process)]
 
     def signal(self, sig: int) -> None:
-        for pid in self.alive():
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        signal_each(self.alive(), sig)
+
+
+def signal_each(processes: Iterable[psutil.Process], sig: int) -> None:
+    """Send ``sig`` to each process that is still the one we saw (psutil checks the start
+    time before it signals, and raises NoSuchProcess for a reused pid)."""
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            process.send_signal(sig)
 
 
 def stop_family(family: EngineFamily, grace: float) -> None:

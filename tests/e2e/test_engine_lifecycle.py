@@ -83,12 +83,7 @@ def test_stream_chat_and_completion_then_stop_leaves_nothing(
     assert server.exit_was_normal, f"exit code {server.exit_code}"
     assert group_members(leader) == set()
     assert server.leftover_pids() == set()
-    assert not [
-        pid
-        for pid in children
-        if Path(f"/proc/{pid}").exists()
-        and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    ]
+    assert not [pid for pid in children if is_alive(pid)]
 
 
 def test_broken_model_path_fails_fast_with_the_engines_error(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 
 from pytest_llmperf.engines import LaunchRequest, get_engine
 from pytest_llmperf.engines.server import EngineServer, group_members
+from pytest_llmperf.engines.warden import is_alive
 
 STANDINS = Path(__file__).resolve().parents[1] / "support" / "standins"
 MODEL = "Qwen/Qwen3-32B"
@@ -31,15 +33,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def is_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie waiting to be reaped."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return raw[raw.rfind(")") + 2 :].split()[0] != "Z"
 
 
 @dataclass
@@ -153,7 +146,14 @@ class Standins:
 def standins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     record = tmp_path / "record"
     record.mkdir()
-    monkeypatch.setenv("PATH", f"{STANDINS}{os.pathsep}{os.environ.get('PATH', '')}")
+    # The stand-ins use psutil, as the plugin does: run them (and SGLang's `python3 -m`)
+    # under this interpreter, not whichever python3 comes first on PATH.
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (shims / "python3").chmod(0o755)
+    path = os.pathsep.join([str(STANDINS), str(shims), os.environ.get("PATH", "")])
+    monkeypatch.setenv("PATH", path)
     python_path = os.environ.get("PYTHONPATH")
     monkeypatch.setenv(
         "PYTHONPATH", f"{STANDINS}{os.pathsep}{python_path}" if python_path else str(STANDINS)

@@ -20,6 +20,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
+from pytest_llmperf.engines.warden import is_alive, running
 from pytest_llmperf.gate import store
 
 TOKEN_VARIABLE = "LLMPERF_FAULT_SCENARIO"
@@ -217,31 +220,22 @@ def run_pytest(
 # -- what a scenario left behind ----------------------------------------------------------
 
 
-def _state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def alive(pid: int) -> bool:
-    state = _state(pid)
-    return state is not None and state != "Z"
+    return is_alive(pid)
 
 
 def processes_with_token(token: str) -> list[int]:
     """Live processes whose environment carries the scenario's token."""
-    needle = f"{TOKEN_VARIABLE}={token}".encode()
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
             continue
         try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
+            carries = process.environ().get(TOKEN_VARIABLE) == token
+        except psutil.Error:  # gone, a zombie, or not ours to read
             continue
-        if needle in environ.split(b"\0") and alive(int(entry)):
-            found.append(int(entry))
+        if carries and running(process):
+            found.append(process.pid)
     return found
 
 

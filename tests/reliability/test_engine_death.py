@@ -39,6 +39,7 @@ KILLING_TESTS = textwrap.dedent(
     from pathlib import Path
 
     import httpx
+    import psutil
     import pytest
 
     from pytest_llmperf.measure import loadgen
@@ -49,7 +50,7 @@ KILLING_TESTS = textwrap.dedent(
 
     def engine_core(leader):
         for pid in descendants(leader):
-            if b"EngineCore" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if "EngineCore" in " ".join(psutil.Process(pid).cmdline()):
                 return pid
         raise AssertionError("no EngineCore process below the server")
 

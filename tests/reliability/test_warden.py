@@ -16,10 +16,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
+
 from pytest_llmperf.engines import get_engine
 from pytest_llmperf.engines.base import LaunchPlan
 from pytest_llmperf.engines.server import EngineServer
-from pytest_llmperf.engines.warden import is_alive, live_processes
+from pytest_llmperf.engines.warden import EngineFamily, is_alive
 from tests.conftest import free_port
 from tests.support.processes import command_line, wait_gone
 
@@ -61,7 +63,7 @@ HOLDER = textwrap.dedent(
 
 def _wardens_of(engine_pid: int) -> list[int]:
     found = []
-    for pid in live_processes():
+    for pid in psutil.pids():
         argv = command_line(pid)
         if any(a.endswith("warden.py") for a in argv) and str(engine_pid) in argv:
             found.append(pid)
@@ -78,20 +80,28 @@ def _warden_of(engine_pid: int, timeout: float = 10.0) -> list[int]:
 
 
 def _reads(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("syscr:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no syscr in /proc/{pid}/io")
+    """Read calls ``pid`` has made (Linux counts them; psutil reports the count)."""
+    return int(psutil.Process(pid).io_counters().read_count)
 
 
-def _scanned_since_now(warden: int, timeout: float = 20.0) -> bool:
+def _reads_per_scan(engine_pid: int) -> int:
+    """Read calls of one scan of the engine's family, measured here on a second scan (the
+    first one also fills psutil's cache of processes, as the warden's first scan did)."""
+    family, me = EngineFamily(engine_pid), os.getpid()
+    family.scan()
+    before = _reads(me)
+    family.scan()
+    return _reads(me) - before
+
+
+def _scanned_since_now(warden: int, engine_pid: int, timeout: float = 20.0) -> bool:
     """Whether ``warden`` made a whole scan of the process table after this call began.
 
-    A scan reads every process's stat file: once the warden's read count has grown by twice
-    the number of processes, a scan that started after now has finished. Observed, not
-    guessed with a sleep that a busy machine outlasts.
+    A scan that was under way now makes fewer reads than a whole scan before it ends: once
+    the warden's read count has grown by two scans' worth, a scan that started after now has
+    finished. Observed, not guessed with a sleep that a busy machine outlasts.
     """
-    start, needed = _reads(warden), 2 * len(live_processes())
+    start, needed = _reads(warden), 2 * _reads_per_scan(engine_pid)
     deadline = time.monotonic() + timeout
     while _reads(warden) - start < needed:
         if time.monotonic() > deadline:
@@ -122,7 +132,7 @@ def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Pa
         assert wardens, "the engine runs with a warden"
         # The family is complete; the warden must scan it once more to know the child that
         # left the session before the holder dies.
-        assert _scanned_since_now(wardens[0]), "the warden never scanned the family"
+        assert _scanned_since_now(wardens[0], engine_pid), "the warden never scanned the family"
         holder.kill()
         holder.wait()
         # SIGTERM is ignored: the warden's SIGKILL follows after the 1 s grace period.

@@ -1,4 +1,5 @@
-"""Shared parts of the stand-in engines (stdlib only: they run under any ``python3``).
+"""Shared parts of the stand-in engines (stdlib and psutil: they run under the tests' own
+interpreter, which the ``standins`` fixture puts first on ``PATH`` as ``python3``).
 
 A stand-in behaves like a real engine where the plugin can tell the difference: when it binds,
 what its health routes answer while loading, which processes it starts, how it exits on a
@@ -28,6 +29,8 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 RECORD_DIR = os.environ.get("STANDIN_RECORD_DIR")
 
@@ -120,42 +123,27 @@ def spawn_orphan(role: str, *, stubborn: bool = False) -> None:
     os.waitpid(middle, 0)
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
+def _running(process: psutil.Process) -> bool:
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(")") + 2 :].split()
-    return fields[0], int(fields[1]), int(fields[2])
-
-
-def _live_pids() -> Iterator[tuple[int, tuple[str, int, int]]]:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat and stat[0] != "Z":
-                yield int(entry), stat
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def group_pids() -> set[int]:
     """Live members of this process's group, itself excluded."""
     group, me = os.getpgrp(), os.getpid()
-    return {pid for pid, stat in _live_pids() if stat[2] == group and pid != me}
+    members = set()
+    for process in psutil.process_iter():
+        with contextlib.suppress(OSError):
+            if process.pid != me and os.getpgid(process.pid) == group and _running(process):
+                members.add(process.pid)
+    return members
 
 
 def tree_pids() -> set[int]:
-    """Live descendants of this process (a tree walk, as psutil's children(recursive))."""
-    children: dict[int, list[int]] = {}
-    for pid, stat in _live_pids():
-        children.setdefault(stat[1], []).append(pid)
-    found: set[int] = set()
-    todo = [os.getpid()]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+    """Live descendants of this process (a tree walk, as SGLang's kill_process_tree does)."""
+    return {p.pid for p in psutil.Process().children(recursive=True) if _running(p)}
 
 
 def kill_all(pids: set[int], sig: int) -> None:
