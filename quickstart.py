@@ -3,7 +3,7 @@
 
     python3 quickstart.py perf  [pytest options]   # the regression suite, embedded default
     python3 quickstart.py tests [pytest options]   # the plugin's own tests
-    python3 quickstart.py lint                     # ruff and mypy
+    python3 quickstart.py lint                     # ruff, mypy, and the CI examples' linters
 
 Standard library only, so it runs on any Python 3.10+ as it comes: a Debian or Ubuntu system
 Python refuses `pip install` outside a virtual environment (PEP 668), so everything goes into
@@ -33,6 +33,26 @@ COMMANDS = {
     "tests": ["pytest", "tests", "-p", "no:cacheprovider"],
 }
 LINT = [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"]]
+# The GitHub workflows that docs/ci.md tells users to copy. actionlint checks syntax, expressions
+# and (through shellcheck) the run: scripts; zizmor checks security: actions pinned by commit,
+# permissions, credentials left in the checkout, untrusted input in scripts. Both offline.
+WORKFLOW_DIR = "docs/ci/github"
+WORKFLOW_LINTERS = [
+    ["actionlint"],
+    ["zizmor", "--offline", "--persona=pedantic", "--no-progress"],
+]
+
+
+def workflow_lint_steps(bin_dir: Path, files: list[str] | None = None) -> list[list[str]]:
+    """The linter command lines over the example workflows (or ``files``), each linter taken
+    from ``bin_dir``, the virtual environment's scripts folder, where the dev extra put it."""
+    if files is None:
+        files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / WORKFLOW_DIR).glob("*.yml"))
+    steps = []
+    for name, *options in WORKFLOW_LINTERS:
+        found = shutil.which(name, path=str(bin_dir))
+        steps.append([found or str(bin_dir / name), *options, *files])
+    return steps
 
 
 def venv_dir() -> Path:
@@ -104,9 +124,12 @@ def main(argv: list[str]) -> int:
         return 0
     env = {**os.environ, **ENVIRONMENT}
     if command == "lint":
-        for step in LINT:
-            say(" ".join(step))
-            code = subprocess.run([str(python), "-m", *step], cwd=ROOT, env=env).returncode
+        # actionlint runs shellcheck from PATH: the one the dev extra installed beside it.
+        env["PATH"] = os.pathsep.join([str(python.parent), env.get("PATH", "")])
+        steps = [[str(python), "-m", *step] for step in LINT]
+        for step in [*steps, *workflow_lint_steps(python.parent)]:
+            say(" ".join([Path(step[0]).name, *step[1:]]))
+            code = subprocess.run(step, cwd=ROOT, env=env).returncode
             if code:
                 return code
         return 0
