@@ -209,6 +209,10 @@ def test_github_workflows_keep_the_security_rules(path: Path) -> None:
             assert "${{" not in step.get("run", ""), step
     writers = {n for n, j in document["jobs"].items() if "permissions" in j}
     assert writers <= {"propose-baselines"}
+    # A self-hosted runner keeps what a job leaves behind: never one for pull-request code.
+    self_hosted = [n for n, j in document["jobs"].items() if "self-hosted" in str(j["runs-on"])]
+    if self_hosted:
+        assert "pull_request" not in triggers, f"{path.name}: {self_hosted} run pull requests"
 
 
 def test_only_the_proposal_jobs_can_write_and_they_open_a_review() -> None:
