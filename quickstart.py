@@ -55,7 +55,7 @@ def workflow_lint_steps(bin_dir: Path, files: list[str] | None = None) -> list[l
         if found is None:
             say(
                 f"{name} skipped: not installed (the dev extra brings it on x86-64 Linux and "
-                "Windows and on macOS; CI runs it)"
+                "macOS; CI runs it)"
             )
             continue
         steps.append([found, *options, *files])
