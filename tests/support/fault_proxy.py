@@ -124,7 +124,7 @@ class ProxyServer:
 
     def __init__(self, upstream: str, plan: FaultPlan | None = None) -> None:
         self.upstream = http_helper.Upstream(upstream)
-        self.http = http_helper.HttpServer(self.route)
+        self.http = http_helper.HttpServer(self.route, self.stats, self.restart)
         self.plan = plan or FaultPlan()
         self.ordinal = 0
         self.records: list[dict[str, Any]] = []
@@ -136,6 +136,10 @@ class ProxyServer:
             self.plan = plan or FaultPlan()
             self.ordinal = 0
             self.records = []
+
+    def restart(self) -> None:
+        """The same plan from its first request on."""
+        self.set_plan(self.plan)
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
@@ -149,17 +153,7 @@ class ProxyServer:
                 "open_streams": self.open_streams,
             }
 
-    async def route(
-        self,
-        request: http_helper.Request,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
-        if request.route == "/_stats":
-            return await http_helper.reply_json(writer, self.stats())
-        if request.route == "/_reset" and request.method == "POST":
-            self.set_plan(self.plan)
-            return await http_helper.reply_json(writer, {})
+    async def route(self, request: http_helper.Request, writer: asyncio.StreamWriter) -> bool:
         if request.route == "/_fault" and request.method == "POST":
             self.set_plan(FaultPlan.from_dict(json.loads(request.body or b"{}")))
             return await http_helper.reply_json(writer, {})
@@ -186,7 +180,7 @@ class ProxyServer:
             message = fault.message.replace("{authorization}", request.header("authorization"))
             body = {"error": {"message": message, "type": "InjectedFault", "code": fault.status}}
             return await http_helper.reply(writer, fault.status, json.dumps(body).encode())
-        return await self._forward(request, fault, record, reader, writer)
+        return await self._forward(request, fault, record, writer)
 
     def _choose(self, request: http_helper.Request) -> tuple[Fault, int | None]:
         """The fault and ordinal of this request; a per-request fault is removed from what
@@ -214,7 +208,6 @@ class ProxyServer:
         request: http_helper.Request,
         fault: Fault,
         record: dict[str, Any],
-        reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
         """Send the request on; relay the answer's head as it came and its body re-chunked,
@@ -229,16 +222,16 @@ class ProxyServer:
                 headers.append(("transfer-encoding", "chunked"))
                 writer.write(http_helper.head_bytes(answer.status_line, headers))
                 await writer.drain()
-                return await self._relay(answer, fault, record, reader, writer)
+                return await self._relay(request, answer, fault, record, writer)
             finally:
                 self.open_streams -= 1
 
     async def _relay(
         self,
+        request: http_helper.Request,
         answer: http_helper.Answer,
         fault: Fault,
         record: dict[str, Any],
-        reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
         sent = 0
@@ -268,7 +261,7 @@ class ProxyServer:
                         return False
                     if fault.mode == "stall":
                         await writer.drain()
-                        await _stall(reader, fault.stall_s)
+                        await http_helper.until_client_leaves(request, fault.stall_s)
                         writer.close()
                         return False
                     if fault.mode == "error_event":
@@ -289,7 +282,7 @@ class ProxyServer:
                 writer.write(http_helper.chunk(BAD_EVENT))
             elif fault.mode == "stall":
                 await writer.drain()
-                await _stall(reader, fault.stall_s)
+                await http_helper.until_client_leaves(request, fault.stall_s)
                 writer.close()
                 return False
             else:
@@ -307,12 +300,6 @@ async def _end_with_error(writer: asyncio.StreamWriter, fault: Fault) -> None:
     writer.write(http_helper.chunk(b"data: " + json.dumps(error).encode() + b"\n\n"))
     writer.write(http_helper.chunk(b"data: [DONE]\n\n") + http_helper.LAST_CHUNK)
     await writer.drain()
-
-
-async def _stall(reader: asyncio.StreamReader, seconds: float) -> None:
-    """Hold the connection silent until the client gives up or ``seconds`` pass."""
-    with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
-        await asyncio.wait_for(reader.read(), seconds)
 
 
 class FaultProxy:

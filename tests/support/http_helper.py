@@ -3,8 +3,9 @@
 ``stream_server.py`` (a stand-in OpenAI-compatible server), ``slow_proxy.py`` (stretches a
 real server's time) and ``fault_proxy.py`` (damages its answers) are thin layers over this
 module: it reads requests (and an upstream's answers) with one parser, keeps connections
-alive, counts them, forwards a request to an upstream, and runs a server from the command
-line, in a child process or on a thread. The layers only route and shape the bytes.
+alive, counts them, answers the control requests ``GET /_stats`` and ``POST /_reset``,
+forwards a request to an upstream, and runs a server from the command line, in a child
+process or on a thread. The layers only route and shape the bytes.
 
 Why asyncio streams and not a server library such as aiohttp's: the layers need the socket
 itself (writes from timer callbacks for paced streams, an upstream's chunked framing passed
@@ -83,6 +84,7 @@ class Request:
     fields: dict[str, str]  # the same by lower-case name (the last one of a repeated name)
     body: bytes
     received: float  # time.perf_counter() right after the head was read
+    reader: asyncio.StreamReader  # the rest of the connection: see :func:`until_client_leaves`
 
     def header(self, name: str) -> str:
         """The value of header ``name`` (lower case), "" when it is absent."""
@@ -110,7 +112,14 @@ async def read_request(reader: asyncio.StreamReader) -> Request | None:
     fields = {key.lower(): value for key, value in headers}
     length = int(fields.get("content-length") or 0)
     body = await reader.readexactly(length) if length else b""
-    return Request(method, path, version, headers, fields, body, received)
+    return Request(method, path, version, headers, fields, body, received, reader)
+
+
+async def until_client_leaves(request: Request, seconds: float | None = None) -> None:
+    """Send nothing until the client closes the connection (or ``seconds`` pass): a stalled
+    stream, which only the client's timeout can end."""
+    with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+        await asyncio.wait_for(request.reader.read(), seconds)
 
 
 # -- writing -------------------------------------------------------------------------------
@@ -145,15 +154,26 @@ async def reply_json(writer: asyncio.StreamWriter, answer: Any, status: int = 20
 # -- serving -------------------------------------------------------------------------------
 
 # Answers one request; False when the connection must close after it.
-Handler = Callable[[Request, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
+Handler = Callable[[Request, asyncio.StreamWriter], Awaitable[bool]]
 
 
 class HttpServer:
     """Keep-alive connections, each request read and handed to ``handler``; counts the
-    connections (``open``, ``peak``, ``accepted`` since :meth:`reset_counts`)."""
+    connections (``open``, ``peak``, ``accepted`` since the last reset).
 
-    def __init__(self, handler: Handler) -> None:
+    Answers the control requests every layer has itself: ``GET /_stats`` with what
+    ``stats()`` returns, ``POST /_reset`` by calling ``reset()`` (the counts restart too).
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        stats: Callable[[], dict[str, Any]],
+        reset: Callable[[], None],
+    ) -> None:
         self.handler = handler
+        self.stats = stats
+        self.reset = reset
         self.open = 0
         self.peak = 0
         self.accepted = 0
@@ -172,7 +192,7 @@ class HttpServer:
         self.peak = max(self.peak, self.open)
         try:
             while (request := await read_request(reader)) is not None:
-                keep_alive = await self.handler(request, reader, writer)
+                keep_alive = await self.answer(request, writer)
                 if not keep_alive or request.header("connection").lower() == "close":
                     return
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -183,6 +203,15 @@ class HttpServer:
                 self._tasks.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
+
+    async def answer(self, request: Request, writer: asyncio.StreamWriter) -> bool:
+        if request.route == "/_stats":
+            return await reply_json(writer, self.stats())
+        if request.route == "/_reset" and request.method == "POST":
+            self.reset_counts()
+            self.reset()
+            return await reply_json(writer, {})
+        return await self.handler(request, writer)
 
     async def serve(
         self, host: str, port: int, stop: asyncio.Event, on_url: Callable[[str], None]

@@ -40,7 +40,7 @@ class SlowProxy:
 
     def __init__(self, upstream: str, factor: float = 1.0) -> None:
         self.upstream = http_helper.Upstream(upstream)
-        self.http = http_helper.HttpServer(self.route)
+        self.http = http_helper.HttpServer(self.route, self.stats, self.reset)
         self.factor = 1.0
         self.then = 1.0
         self.left: int | None = None  # load requests still to slow before ``then`` applies
@@ -86,17 +86,7 @@ class SlowProxy:
         self.requests = self.pieces = 0
         self.max_late = 0.0
 
-    async def route(
-        self,
-        request: http_helper.Request,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
-        if request.route == "/_stats":
-            return await http_helper.reply_json(writer, self.stats())
-        if request.route == "/_reset" and request.method == "POST":
-            self.reset()
-            return await http_helper.reply_json(writer, {})
+    async def route(self, request: http_helper.Request, writer: asyncio.StreamWriter) -> bool:
         if request.route == "/_factor" and request.method == "POST":
             try:
                 raw = json.loads(request.body or b"{}")

@@ -81,8 +81,12 @@ class StandIn:
         self.settings = settings
         self.rng = random.Random(settings.seed)
         self.records: list[dict[str, Any]] = []
-        self.http = http_helper.HttpServer(self.route)
+        self.http = http_helper.HttpServer(self.route, self.stats, self.reset)
         self.streams = 0
+        self.peak_streams = 0
+
+    def reset(self) -> None:
+        self.records.clear()
         self.peak_streams = 0
 
     def stats(self) -> dict[str, Any]:
@@ -95,13 +99,8 @@ class StandIn:
             "requests": self.records,
         }
 
-    async def route(
-        self,
-        request: http_helper.Request,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
-        path, method = request.route, request.method
+    async def route(self, request: http_helper.Request, writer: asyncio.StreamWriter) -> bool:
+        path = request.route
         if path == "/health":
             return await http_helper.reply(writer, 200, b"{}")
         if path == "/version" and self.settings.version is not None:
@@ -110,25 +109,13 @@ class StandIn:
             return await http_helper.reply_json(
                 writer, {"object": "list", "data": [{"id": "stand-in", "object": "model"}]}
             )
-        if path == "/_stats":
-            return await http_helper.reply_json(writer, self.stats())
-        if path == "/_reset" and method == "POST":
-            self.records.clear()
-            self.http.reset_counts()
-            self.peak_streams = 0
-            return await http_helper.reply(writer, 200, b"{}")
         if request.is_completion:
-            return await self.stream(request, reader, writer)
+            return await self.stream(request, writer)
         return await http_helper.reply(writer, 404, b'{"error":"not found"}')
 
     # -- streaming -----------------------------------------------------------------------
 
-    async def stream(
-        self,
-        request: http_helper.Request,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
+    async def stream(self, request: http_helper.Request, writer: asyncio.StreamWriter) -> bool:
         path = request.path
         body = json.loads(request.body)
         s = self.settings
@@ -161,7 +148,7 @@ class StandIn:
         self.peak_streams = max(self.peak_streams, self.streams)
         try:
             return await self._stream_events(
-                writer, reader, body, chat, mode, n, ttft, gap_lo, gap_hi, per_chunk, sends
+                writer, request, body, chat, mode, n, ttft, gap_lo, gap_hi, per_chunk, sends
             )
         finally:
             self.streams -= 1
@@ -169,7 +156,7 @@ class StandIn:
     async def _stream_events(
         self,
         writer: asyncio.StreamWriter,
-        reader: asyncio.StreamReader,
+        request: http_helper.Request,
         body: dict[str, Any],
         chat: bool,
         mode: str,
@@ -261,7 +248,7 @@ class StandIn:
                     writer.write(_frame(b'{"choices": [{"index": 0,'))
                 elif mode == "stall":
                     await writer.drain()
-                    await reader.read()  # until the client gives up and closes
+                    await http_helper.until_client_leaves(request)
                     return False
                 elif mode == "cut":
                     await writer.drain()
