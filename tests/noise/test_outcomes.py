@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from tests.support.slow_proxy import SlowProxyProcess
-from tests.support.stream_server import StandInProcess
 
 PROFILES = """\
 profiles:
@@ -40,15 +39,6 @@ profiles:
 PROMPTS = 8  # requests of one measurement of `mini` (no warm-ups)
 WIDE = {"total_token_throughput": 50.0, "mean_tpot_ms": 50.0}
 SUITE = "def test_serving(llmperf):\n    llmperf.check()\n"
-
-
-@pytest.fixture(scope="module")
-def proxy() -> Iterator[SlowProxyProcess]:
-    with (
-        StandInProcess("--ttft-ms", "40", "--gap-ms", "20", "--no-record") as standin,
-        SlowProxyProcess(standin.base_url) as slow,
-    ):
-        yield slow
 
 
 @pytest.fixture

@@ -110,7 +110,7 @@ class _Events:
 
     def feed(self, data: bytes) -> list[bytes]:
         self.buffer += data
-        events = []
+        events: list[bytes] = []
         while True:
             cut = self.buffer.find(b"\n\n")
             if cut < 0:

@@ -425,8 +425,8 @@ class Upstream:
                 ("connection", "close"),
                 ("content-length", str(len(request.body))),
             ]
-            writer.write(head_bytes(f"{request.method} {request.path} HTTP/1.1", headers))
-            writer.write(request.body)
+            head = head_bytes(f"{request.method} {request.path} HTTP/1.1", headers)
+            writer.write(head + request.body)  # one write: one segment for a small request
             await writer.drain()
             sent_at = asyncio.get_running_loop().time()
             first, answer_headers = parse_head(await reader.readuntil(b"\r\n\r\n"))
