@@ -21,7 +21,6 @@ import yaml
 
 from tests.support.gate_suite import MINI_PROFILES, baseline_file, first_result, record, write_suite
 from tests.support.slow_proxy import SlowProxyProcess
-from tests.support.stream_server import StandInProcess
 
 PROFILES = (
     MINI_PROFILES
@@ -35,15 +34,6 @@ PROFILES = (
 )
 PROMPTS = 8  # requests of one measurement of `mini` (no warm-ups)
 WIDE = {"total_token_throughput": 50.0, "mean_tpot_ms": 50.0}
-
-
-@pytest.fixture(scope="module")
-def proxy() -> Iterator[SlowProxyProcess]:
-    with (
-        StandInProcess("--ttft-ms", "40", "--gap-ms", "20", "--no-record") as standin,
-        SlowProxyProcess(standin.base_url) as slow,
-    ):
-        yield slow
 
 
 @pytest.fixture

@@ -6,26 +6,14 @@ tokens), measured with the plugin's own load generator and metrics.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from pytest_llmperf.measure.loadgen import LoadConfig, run_load
 from pytest_llmperf.measure.metrics import compute_metrics
 from pytest_llmperf.models import SampleRequest
 from tests.support.slow_proxy import SlowProxy, SlowProxyProcess
-from tests.support.stream_server import StandInProcess
 
 REQUESTS = [SampleRequest("one two three", 3, 12) for _ in range(8)]
-
-
-@pytest.fixture(scope="module")
-def proxy() -> Iterator[SlowProxyProcess]:
-    with (
-        StandInProcess("--ttft-ms", "40", "--gap-ms", "20", "--no-record") as standin,
-        SlowProxyProcess(standin.base_url) as slow,
-    ):
-        yield slow
 
 
 def measure(url: str) -> dict[str, float]:

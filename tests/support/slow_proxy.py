@@ -24,58 +24,23 @@ HTTP: ``POST /_factor`` with ``{"factor": 1.5}`` (or ``{"factor": 3, "requests":
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
-import contextlib
-import http.client
 import json
-import subprocess
-import sys
-import urllib.parse
-from pathlib import Path
 from typing import Any
 
-_HOP_HEADERS = {
-    "connection",
-    "keep-alive",
-    "content-length",
-    "transfer-encoding",
-    "host",
-    "proxy-connection",
-}
-
-
-async def _read_head(reader: asyncio.StreamReader) -> tuple[str, list[tuple[str, str]]] | None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-        return None
-    lines = head.decode("latin-1").split("\r\n")
-    headers = []
-    for line in lines[1:]:
-        if line:
-            key, _, value = line.partition(":")
-            headers.append((key.strip(), value.strip()))
-    return lines[0], headers
-
-
-def _get(headers: list[tuple[str, str]], name: str) -> str:
-    for key, value in headers:
-        if key.lower() == name:
-            return value
-    return ""
+try:
+    from . import http_helper
+except ImportError:  # run as a script, or imported with this folder on sys.path
+    import http_helper  # type: ignore[no-redef]
 
 
 class SlowProxy:
-    """The asyncio side: accepts clients, forwards, stretches time by ``factor``."""
+    """Forwards every request to ``upstream`` and stretches the answer's time by ``factor``."""
 
     def __init__(self, upstream: str, factor: float = 1.0) -> None:
-        parsed = urllib.parse.urlsplit(upstream)
-        if parsed.scheme != "http" or not parsed.hostname:
-            raise ValueError(f"upstream must be an http:// URL, got {upstream!r}")
-        self.host = parsed.hostname
-        self.port = parsed.port or 80
+        self.upstream = http_helper.Upstream(upstream)
+        self.http = http_helper.HttpServer(self.route, self.stats, self.reset)
         self.factor = 1.0
         self.then = 1.0
         self.left: int | None = None  # load requests still to slow before ``then`` applies
@@ -96,8 +61,8 @@ class SlowProxy:
         self.then = float(then)
         self.left = requests
 
-    def _factor_for(self, method: str, path: str) -> float:
-        if method != "POST" or not path.split("?", 1)[0].endswith("completions"):
+    def _factor_for(self, request: http_helper.Request) -> float:
+        if not request.is_completion:
             return self.factor if self.left is None else self.then
         self.requests += 1
         if self.left is None:
@@ -121,93 +86,34 @@ class SlowProxy:
         self.requests = self.pieces = 0
         self.max_late = 0.0
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await _read_head(reader)
-                if head is None:
-                    return
-                line, headers = head
-                body = await reader.readexactly(int(_get(headers, "content-length") or 0))
-                method, path, _ = line.split(" ", 2)
-                keep = await self._route(method, path, headers, body, writer)
-                if not keep or _get(headers, "connection").lower() == "close":
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            return
-        finally:
-            with contextlib.suppress(Exception):
-                writer.close()
-
-    async def _route(
-        self,
-        method: str,
-        path: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
-        route = path.split("?", 1)[0]
-        if route == "/_stats":
-            return await _reply(writer, json.dumps(self.stats()).encode())
-        if route == "/_reset" and method == "POST":
-            self.reset()
-            return await _reply(writer, b"{}")
-        if route == "/_factor" and method == "POST":
+    async def route(self, request: http_helper.Request, writer: asyncio.StreamWriter) -> bool:
+        if request.route == "/_factor" and request.method == "POST":
             try:
-                raw = json.loads(body or b"{}")
+                raw = json.loads(request.body or b"{}")
                 self.set_factor(float(raw["factor"]), raw.get("requests"), raw.get("then", 1.0))
             except (ValueError, KeyError, TypeError) as exc:
-                return await _reply(writer, json.dumps({"error": str(exc)}).encode(), 400)
-            return await _reply(writer, json.dumps(self.stats()).encode())
-        return await self._forward(
-            method, path, headers, body, writer, self._factor_for(method, path)
-        )
+                return await http_helper.reply_json(writer, {"error": str(exc)}, 400)
+            return await http_helper.reply_json(writer, self.stats())
+        # The factor is fixed when the request arrives: a change applies to the next ones.
+        return await self._forward(request, writer, self._factor_for(request))
 
     async def _forward(
-        self,
-        method: str,
-        path: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-        writer: asyncio.StreamWriter,
-        factor: float,
+        self, request: http_helper.Request, writer: asyncio.StreamWriter, factor: float
     ) -> bool:
         """Send the request on and relay the answer; False when the client connection must
         close after it (an answer delimited only by the end of the connection)."""
-        # The factor is fixed when the request arrives: a change applies to the next ones.
-        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
-        try:
-            head = [f"{method} {path} HTTP/1.1"]
-            head += [f"{k}: {v}" for k, v in headers if k.lower() not in _HOP_HEADERS]
-            head += [
-                f"host: {self.host}:{self.port}",
-                "connection: close",
-                f"content-length: {len(body)}",
+        async with self.upstream.exchange(request) as answer:
+            headers = [
+                (key, value)
+                for key, value in answer.headers
+                if key.lower() not in ("connection", "keep-alive")
             ]
-            up_writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-            await up_writer.drain()
-            loop = asyncio.get_running_loop()
-            sent_at = loop.time()
-            raw = await up_reader.readuntil(b"\r\n\r\n")
-            lines = raw.decode("latin-1").split("\r\n")
-            framed = False
-            out = [lines[0]]
-            for line in lines[1:]:
-                key = line.partition(":")[0].strip().lower()
-                if not line or key in ("connection", "keep-alive"):
-                    continue
-                framed = framed or key in ("transfer-encoding", "content-length")
-                out.append(line)
+            framed = any(k.lower() in ("transfer-encoding", "content-length") for k, _ in headers)
             if not framed:
-                out.append("connection: close")
-            head_bytes = ("\r\n".join(out) + "\r\n\r\n").encode("latin-1")
-            await self._relay(up_reader, writer, head_bytes, sent_at, factor)
+                headers.append(("connection", "close"))
+            head = http_helper.head_bytes(answer.status_line, headers)
+            await self._relay(answer.reader, writer, head, answer.sent_at, factor)
             return framed
-        finally:
-            up_writer.close()
-            with contextlib.suppress(Exception):
-                await up_writer.wait_closed()
 
     async def _relay(
         self,
@@ -220,9 +126,9 @@ class SlowProxy:
         """Pass the answer's bytes through unchanged (its own chunked or sized framing), each
         read released at ``sent_at + factor * (arrival - sent_at)``.
 
-        The proxy asked the upstream to close after the answer, so the answer ends where the
-        upstream connection does. Releases are timer callbacks, not a task per piece: the
-        proxy shares two cores with the server and must cost as little as it can.
+        The answer ends where the upstream connection does (the upstream was asked to close
+        after it). Releases are timer callbacks, not a task per piece: the proxy shares two
+        cores with the server and must cost as little as it can.
         """
         loop = asyncio.get_running_loop()
         pending: collections.deque[tuple[float, bytes]] = collections.deque()
@@ -262,112 +168,38 @@ class SlowProxy:
         await writer.drain()
 
 
-async def _reply(writer: asyncio.StreamWriter, body: bytes, status: int = 200) -> bool:
-    reason = b"OK" if status == 200 else b"Bad Request"
-    writer.write(
-        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-        % (status, reason, len(body), body)
-    )
-    await writer.drain()
-    return True
-
-
-async def serve(upstream: str, factor: float, host: str, port: int) -> None:
-    proxy = SlowProxy(upstream, factor)
-    server = await asyncio.start_server(proxy.handle, host, port, limit=1 << 22, backlog=1024)
-    bound = server.sockets[0].getsockname()
-    print(f"listening on http://{bound[0]}:{bound[1]}", flush=True)
-    async with server:
-        await server.serve_forever()
-
-
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    assert __doc__ is not None
+    parser = http_helper.command_line(__doc__.splitlines()[0])
     parser.add_argument("--upstream", required=True, help="http://HOST:PORT of the real server")
     parser.add_argument("--factor", type=float, default=1.0, help="1.2: everything 20%% slower")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     args = parser.parse_args(argv)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.upstream, args.factor, args.host, args.port))
+    http_helper.run_until_signalled(
+        SlowProxy(args.upstream, args.factor).http, args.host, args.port
+    )
 
 
-class SlowProxyProcess:
-    """The proxy as a child process (its own interpreter: it never competes with the client
-    for a GIL): ``with SlowProxyProcess(url, factor=1.2) as proxy: ... proxy.base_url``."""
+class SlowProxyProcess(http_helper.ServerProcess):
+    """The proxy as a child process: ``with SlowProxyProcess(url, factor=1.2) as proxy: ...
+    proxy.base_url``."""
 
     def __init__(self, upstream: str, factor: float = 1.0) -> None:
-        self.upstream = upstream
-        self.initial = factor
-        self.proc: subprocess.Popen[str] | None = None
-        self.base_url = ""
-
-    def __enter__(self) -> SlowProxyProcess:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--upstream",
-                self.upstream,
-                "--factor",
-                str(self.initial),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening on "):
-            self.__exit__(None, None, None)
-            raise RuntimeError(f"slow proxy did not start: {line!r}")
-        self.base_url = line.split()[-1]
-        return self
-
-    def _call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
-        assert self.base_url, "the proxy is not running"
-        # http.client, not urllib: urllib would send loopback requests to an HTTP proxy
-        # named in the environment.
-        parsed = urllib.parse.urlsplit(self.base_url)
-        connection = http.client.HTTPConnection(parsed.hostname or "", parsed.port, timeout=30)
-        try:
-            body = json.dumps(payload).encode() if payload is not None else None
-            connection.request(method, path, body=body)
-            response = connection.getresponse()
-            answer = json.loads(response.read() or b"{}")
-            if response.status != 200:
-                raise ValueError(f"slow proxy: {answer.get('error', response.status)}")
-            return answer
-        finally:
-            connection.close()
+        super().__init__("slow_proxy.py", "--upstream", upstream, "--factor", str(factor))
 
     def set_factor(
         self, factor: float, requests: int | None = None, then: float = 1.0
     ) -> dict[str, Any]:
         """See :meth:`SlowProxy.set_factor`; returns the proxy's stats."""
         payload = {"factor": factor, "requests": requests, "then": then}
-        answer: dict[str, Any] = self._call("POST", "/_factor", payload)
+        answer: dict[str, Any] = self.call("POST", "/_factor", payload)
         return answer
 
     def stats(self) -> dict[str, Any]:
-        answer: dict[str, Any] = self._call("GET", "/_stats")
+        answer: dict[str, Any] = self.call("GET", "/_stats")
         return answer
 
     def reset(self) -> None:
-        self._call("POST", "/_reset", {})
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
+        self.call("POST", "/_reset", {})
 
 
 if __name__ == "__main__":

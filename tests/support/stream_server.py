@@ -20,26 +20,22 @@ A request body may steer one request (the load generator's ``extra_body`` puts t
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_END_OF_BODY = b"0\r\n\r\n"
-_STREAM_HEAD = (
-    b"HTTP/1.1 200 OK\r\n"
-    b"content-type: text/event-stream; charset=utf-8\r\n"
-    b"transfer-encoding: chunked\r\n"
-    b"\r\n"
+try:
+    from . import http_helper
+except ImportError:  # run as a script, or imported with this folder on sys.path
+    import http_helper  # type: ignore[no-redef]
+
+_STREAM_HEAD = http_helper.head_bytes(
+    "HTTP/1.1 200 OK",
+    [("content-type", "text/event-stream; charset=utf-8"), ("transfer-encoding", "chunked")],
 )
 
 
@@ -60,8 +56,7 @@ class Settings:
 
 def _frame(payload: bytes) -> bytes:
     """One SSE event in one HTTP chunk."""
-    event = b"data: " + payload + b"\n\n"
-    return b"%x\r\n%s\r\n" % (len(event), event)
+    return http_helper.chunk(b"data: " + payload + b"\n\n")
 
 
 def _json(obj: Any) -> bytes:
@@ -86,100 +81,43 @@ class StandIn:
         self.settings = settings
         self.rng = random.Random(settings.seed)
         self.records: list[dict[str, Any]] = []
-        self.connections = 0
-        self.peak_connections = 0
-        self.connections_total = 0  # accepted since the last reset: shows keep-alive reuse
+        self.http = http_helper.HttpServer(self.route, self.stats, self.reset)
         self.streams = 0
         self.peak_streams = 0
 
-    # -- connection handling -------------------------------------------------------------
+    def reset(self) -> None:
+        self.records.clear()
+        self.peak_streams = 0
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.connections_total += 1
-        self.peak_connections = max(self.peak_connections, self.connections)
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                    return
-                t_recv = time.perf_counter()
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers: dict[str, str] = {}
-                for line in lines[1:]:
-                    if line:
-                        key, _, value = line.partition(":")
-                        headers[key.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                keep_open = await self.route(method, path, headers, body, t_recv, reader, writer)
-                if not keep_open or headers.get("connection", "").lower() == "close":
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            return
-        finally:
-            self.connections -= 1
-            with contextlib.suppress(Exception):
-                writer.close()
+    def stats(self) -> dict[str, Any]:
+        return {
+            "peak_connections": self.http.peak,
+            "peak_streams": self.peak_streams,
+            # accepted since the last reset: shows keep-alive reuse
+            "connections_total": self.http.accepted,
+            "open_streams": self.streams,
+            "requests": self.records,
+        }
 
-    async def route(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        body: bytes,
-        t_recv: float,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
+    async def route(self, request: http_helper.Request, writer: asyncio.StreamWriter) -> bool:
+        path = request.route
         if path == "/health":
-            return await self.reply(writer, 200, b"{}")
+            return await http_helper.reply(writer, 200, b"{}")
         if path == "/version" and self.settings.version is not None:
-            return await self.reply(writer, 200, _json({"version": self.settings.version}))
+            return await http_helper.reply_json(writer, {"version": self.settings.version})
         if path == "/v1/models":  # what an OpenAI-compatible server lists; clients read the name
-            models = {"object": "list", "data": [{"id": "stand-in", "object": "model"}]}
-            return await self.reply(writer, 200, _json(models))
-        if path == "/_stats":
-            stats = {
-                "peak_connections": self.peak_connections,
-                "peak_streams": self.peak_streams,
-                "connections_total": self.connections_total,
-                "open_streams": self.streams,
-                "requests": self.records,
-            }
-            return await self.reply(writer, 200, _json(stats))
-        if path == "/_reset" and method == "POST":
-            self.records.clear()
-            self.peak_connections = self.connections
-            self.connections_total = 0
-            self.peak_streams = 0
-            return await self.reply(writer, 200, b"{}")
-        if method == "POST" and path.endswith("completions"):
-            return await self.stream(path, headers, body, t_recv, reader, writer)
-        return await self.reply(writer, 404, b'{"error":"not found"}')
-
-    async def reply(self, writer: asyncio.StreamWriter, status: int, body: bytes) -> bool:
-        reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}.get(status, "Error")
-        writer.write(
-            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-            % (status, reason.encode(), len(body), body)
-        )
-        await writer.drain()
-        return True
+            return await http_helper.reply_json(
+                writer, {"object": "list", "data": [{"id": "stand-in", "object": "model"}]}
+            )
+        if request.is_completion:
+            return await self.stream(request, writer)
+        return await http_helper.reply(writer, 404, b'{"error":"not found"}')
 
     # -- streaming -----------------------------------------------------------------------
 
-    async def stream(
-        self,
-        path: str,
-        headers: dict[str, str],
-        raw_body: bytes,
-        t_recv: float,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
-        body = json.loads(raw_body)
+    async def stream(self, request: http_helper.Request, writer: asyncio.StreamWriter) -> bool:
+        path = request.path
+        body = json.loads(request.body)
         s = self.settings
         mode = body.get("x_mode", "ok")
         chat = path.endswith("chat/completions")
@@ -193,9 +131,9 @@ class StandIn:
         sends: list[float] = []
         record: dict[str, Any] = {
             "path": path,
-            "headers": headers,
+            "headers": request.fields,
             "body": body,
-            "t_recv": t_recv,
+            "t_recv": request.received,
             "t_sends": sends,
             "status": 200,
         }
@@ -203,19 +141,14 @@ class StandIn:
             self.records.append(record)
         if mode == "http500":
             record["status"] = 500
-            error = b'{"error":{"message":"stand-in failure","type":"InternalServerError"}}'
-            writer.write(
-                b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\n"
-                b"content-length: %d\r\n\r\n%s" % (len(error), error)
-            )
-            await writer.drain()
-            return True
+            error = {"error": {"message": "stand-in failure", "type": "InternalServerError"}}
+            return await http_helper.reply_json(writer, error, 500)
 
         self.streams += 1
         self.peak_streams = max(self.peak_streams, self.streams)
         try:
             return await self._stream_events(
-                writer, reader, body, chat, mode, n, ttft, gap_lo, gap_hi, per_chunk, sends
+                writer, request, body, chat, mode, n, ttft, gap_lo, gap_hi, per_chunk, sends
             )
         finally:
             self.streams -= 1
@@ -223,7 +156,7 @@ class StandIn:
     async def _stream_events(
         self,
         writer: asyncio.StreamWriter,
-        reader: asyncio.StreamReader,
+        request: http_helper.Request,
         body: dict[str, Any],
         chat: bool,
         mode: str,
@@ -270,7 +203,7 @@ class StandIn:
         tail = b""
         if mode not in ("no_usage", "usage_last"):
             tail += _frame(_json({**base, "choices": [], "usage": usage}))
-        tail += _frame(b"[DONE]") + _END_OF_BODY
+        tail += _frame(b"[DONE]") + http_helper.LAST_CHUNK
 
         writer.write(_STREAM_HEAD)
         if mode == "empty":
@@ -315,14 +248,14 @@ class StandIn:
                     writer.write(_frame(b'{"choices": [{"index": 0,'))
                 elif mode == "stall":
                     await writer.drain()
-                    await reader.read()  # until the client gives up and closes
+                    await http_helper.until_client_leaves(request)
                     return False
                 elif mode == "cut":
                     await writer.drain()
                     writer.close()  # no terminating chunk: the body is incomplete
                     return False
             if mode == "ping":
-                writer.write(b"%x\r\n: ping\n\n\r\n" % len(b": ping\n\n"))
+                writer.write(http_helper.chunk(b": ping\n\n"))
             if mode == "split":
                 # One event in two writes: the client must join events across reads.
                 half = len(frame) // 2
@@ -386,33 +319,9 @@ class _Paced:
             self.loop.call_later(gap, self.tick)
 
 
-async def serve(settings: Settings, host: str, port: int, dump: Path | None) -> None:
-    stand_in = StandIn(settings)
-    server = await asyncio.start_server(stand_in.handle, host, port, backlog=4096)
-    bound = server.sockets[0].getsockname()[1]
-    print(f"listening on http://{host}:{bound}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    async with server:
-        await stop.wait()
-    if dump is not None:
-        dump.write_text(
-            json.dumps(
-                {
-                    "peak_connections": stand_in.peak_connections,
-                    "peak_streams": stand_in.peak_streams,
-                    "requests": stand_in.records,
-                }
-            )
-        )
-
-
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    assert __doc__ is not None
+    parser = http_helper.command_line(__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=None)
     parser.add_argument("--ttft-ms", type=float, default=0.0)
     parser.add_argument("--gap-ms", type=float, default=0.0)
@@ -442,60 +351,26 @@ def main(argv: list[str] | None = None) -> None:
         burst_events=args.burst_events,
         version=args.version,
     )
-    asyncio.run(serve(settings, args.host, args.port, args.timestamps_file))
+    stand_in = StandIn(settings)
+    http_helper.run_until_signalled(stand_in.http, args.host, args.port)
+    if args.timestamps_file is not None:
+        stats = stand_in.stats()
+        dump = {key: stats[key] for key in ("peak_connections", "peak_streams", "requests")}
+        args.timestamps_file.write_text(json.dumps(dump))
 
 
-class StandInProcess:
+class StandInProcess(http_helper.ServerProcess):
     """The stand-in as a child process: ``with StandInProcess("--gap-ms", "5") as s: ...``."""
 
     def __init__(self, *args: str, cpus: set[int] | None = None) -> None:
-        self.args = args
-        self.cpus = cpus
-        self.proc: subprocess.Popen[str] | None = None
-        self.base_url = ""
-
-    def __enter__(self) -> StandInProcess:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--port", "0", *self.args],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        if self.cpus is not None:
-            os.sched_setaffinity(self.proc.pid, self.cpus)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening on "):
-            self.__exit__(None, None, None)
-            raise RuntimeError(f"stand-in server did not start: {line!r}")
-        self.base_url = line.split()[-1]
-        return self
+        super().__init__("stream_server.py", *args, cpus=cpus)
 
     def stats(self) -> dict[str, Any]:
-        import httpx
-
-        response = httpx.get(self.base_url + "/_stats", timeout=30)
-        response.raise_for_status()
-        stats: dict[str, Any] = response.json()
+        stats: dict[str, Any] = self.call("GET", "/_stats")
         return stats
 
     def reset(self) -> None:
-        import httpx
-
-        httpx.post(self.base_url + "/_reset", timeout=30).raise_for_status()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
+        self.call("POST", "/_reset")
 
 
 if __name__ == "__main__":
