@@ -75,7 +75,7 @@ def test_slower_server_regresses_and_the_rerun_confirms_it(
         [
             "*llmperf: profile 'mini' on external regressed*",
             "*confirmed: a rerun measured the regression again*",
-            "*total_token_throughput * -6?.?% * ±50% * REGRESSED*",
+            "*total_token_throughput * -*% * ±50% * REGRESSED*",  # -67 % when the machine is quiet
             "*mean_tpot_ms * +*% * ±50% * REGRESSED*",
         ]
     )
