@@ -32,7 +32,8 @@ def test_hodges_lehmann_interval_of_one_to_ten() -> None:
 
 def test_too_few_pairs_give_an_unbounded_interval() -> None:
     interval = paired.hodges_lehmann([0.1, 0.2, 0.3], 0.05)
-    assert interval.low == -math.inf and interval.high == math.inf
+    assert interval.low == -math.inf
+    assert interval.high == math.inf
     assert paired.classify(interval, 5.0) == paired.UNDECIDED
 
 
@@ -59,7 +60,8 @@ def test_worse_log_is_direction_aware() -> None:
 def test_spending_adds_up_to_alpha() -> None:
     plan = paired.SequentialPlan(budget=20, alpha=0.1)
     shares = [plan.share(n) for n in plan.looks()]
-    assert plan.looks()[0] == 6 and plan.looks()[-1] == 20
+    assert plan.looks()[0] == 6
+    assert plan.looks()[-1] == 20
     assert all(share is not None and share > 0 for share in shares)
     assert sum(s for s in shares if s is not None) == pytest.approx(0.1)
     assert plan.share(7) is None  # between looks
