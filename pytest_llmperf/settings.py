@@ -457,7 +457,9 @@ def resolve(config: pytest.Config) -> Settings:
         first_run=_first_run(_get(config, "first_run")),
         variants=variants,
         ab=ab,
-        ab_budget=_positive_int("--llmperf-ab-budget", _get(config, "ab_budget") or AB_BUDGET),
+        ab_budget=_positive_int(
+            "--llmperf-ab-budget", _default(_get(config, "ab_budget"), AB_BUDGET)
+        ),
         ab_minutes=None
         if _get(config, "ab_minutes") is None
         else _positive_float("--llmperf-ab-minutes", _get(config, "ab_minutes"), "minutes"),
