@@ -136,3 +136,29 @@ def test_failed_requests_end_the_experiment_and_name_the_configuration() -> None
     assert result.verdict.outcome is Outcome.REQUESTS_FAILED
     assert "B (candidate): 3 of" in result.verdict.notes[0]
     assert log == ["A", "B"]
+
+
+def test_the_report_table_shows_ratios_intervals_and_pairs() -> None:
+    from pytest_llmperf.reports.ab_report import ab_message, ab_table
+
+    log: list[str] = []
+    result = run_ab(_request(), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 1.2, 0.01, 2))
+    table = ab_table(result)
+    assert table.header == ("metric", "A", "B", "B/A", "interval", "tolerance", "verdict", "pairs")
+    tpot = next(row for row in table.rows if row[0] == "mean_tpot_ms")
+    assert tpot[3].startswith("1.")  # 1.2 +- noise
+    assert tpot[5:] == ("±5%", "REGRESSED", "6")
+    assert "A = main, B = candidate; 6 pairs (budget 20)" in table.notes[0]
+    assert ab_message(result).startswith("llmperf: A/B short: candidate against main -> regressed")
+
+
+def test_an_interval_too_few_pairs_can_bound_is_shown_as_unbounded() -> None:
+    from pytest_llmperf.reports.ab_report import ab_table
+
+    log: list[str] = []
+    plan = paired.SequentialPlan(budget=3)
+    result = run_ab(
+        _request(plan=plan), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 1.0, 0.01, 2)
+    )
+    assert result.verdict.outcome is Outcome.INCONCLUSIVE
+    assert {row[4] for row in ab_table(result).rows} == {"unbounded (too few pairs)"}
