@@ -18,6 +18,7 @@ class Settings:
     model: str | None = None  # None: the embedded tiny model (vLLM, llama.cpp)
     engine_args: tuple[str, ...] = ()
     engine_bin: str | None = None
+    engine_env: tuple[tuple[str, str], ...] = ()  # a variant's env: extra server environment
     endpoint: str | None = None
     profiles: tuple[str, ...] = ()  # empty: every profile
     profile_files: tuple[Path, ...] = ()
@@ -48,6 +49,11 @@ class Settings:
     first_run: str = "record"
     # The configurations to run in turn: the variants file's, else one per --engine.
     variants: tuple[Variant, ...] = ()
+    # --llmperf-ab: each non-reference variant (B) is measured in pairs against the reference
+    # (A), both serving at once; see gate/ab.py.
+    ab: bool = False
+    ab_budget: int = 20  # the most pairs per profile
+    ab_minutes: float | None = None  # a time budget per profile besides the pairs
 
     @property
     def active(self) -> bool:

@@ -60,6 +60,10 @@ class Outcome(str, enum.Enum):
     REQUESTS_FAILED = "requests-failed"  # more failed requests than the error budget allows
     RECORDED = "recorded"  # --update-baselines, or a first run on this machine, wrote them
     MACHINE_CHANGED = "machine-changed"  # the baseline was measured on another kind of machine
+    # A/B experiments (--llmperf-ab): B's interval lies within the tolerance of A, or it
+    # straddles the tolerance when the budget is spent (passes with a warning unless strict).
+    SAME = "same"
+    INCONCLUSIVE = "inconclusive"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,4 +98,7 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return self.outcome not in (Outcome.PASS, Outcome.IMPROVED, Outcome.RECORDED)
+        return self.outcome not in _NOT_FAILED
+
+
+_NOT_FAILED = (Outcome.PASS, Outcome.IMPROVED, Outcome.RECORDED, Outcome.SAME, Outcome.INCONCLUSIVE)

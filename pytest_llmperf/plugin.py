@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,12 +194,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if settings is None:
         return
     if "llmperf_engine_name" in metafunc.fixturenames and len(settings.variants) > 1:
-        metafunc.parametrize(
-            "llmperf_engine_name",
-            [variant.name for variant in settings.variants],
-            indirect=True,
-            scope="session",
-        )
+        # A/B: each test is one candidate (B) measured against the reference, which serves
+        # for the whole session (llmperf_reference_target).
+        names = [v.name for v in settings.variants if not (settings.ab and v.reference)]
+        metafunc.parametrize("llmperf_engine_name", names, indirect=True, scope="session")
     if "llmperf_profile" not in metafunc.fixturenames:
         return
     known = metafunc.config.stash.get(PROFILES, None)
@@ -239,7 +237,10 @@ def llmperf_engine_name(request: pytest.FixtureRequest, llmperf_settings: Settin
     """The configuration of this test: the engine, or the variant of ``--llmperf-variants``
     (parametrized when there are several, one server at a time)."""
     _require_active(llmperf_settings)
-    default = llmperf_settings.variants[0].name if llmperf_settings.variants else None
+    candidates = [
+        v for v in llmperf_settings.variants if not llmperf_settings.ab or not v.reference
+    ]
+    default = candidates[0].name if candidates else None
     return str(getattr(request, "param", default or llmperf_settings.engines[0]))
 
 
@@ -260,6 +261,29 @@ def llmperf_target(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Target]:
     """The running engine server (or external endpoint) of this session; one at a time."""
+    yield from _serve(request, llmperf_settings, llmperf_engine_name, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def llmperf_reference_target(
+    request: pytest.FixtureRequest,
+    llmperf_settings: Settings,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Target]:
+    """--llmperf-ab: the reference configuration (A), serving beside each candidate."""
+    from pytest_llmperf.variants import reference_of
+
+    _require_active(llmperf_settings)
+    name = reference_of(llmperf_settings.variants) or llmperf_settings.engines[0]
+    yield from _serve(request, llmperf_settings, name, tmp_path_factory)
+
+
+def _serve(
+    request: pytest.FixtureRequest,
+    llmperf_settings: Settings,
+    llmperf_engine_name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Target]:
     from pytest_llmperf.engines.session import EngineSession
     from pytest_llmperf.variants import find, settings_for
 
@@ -353,27 +377,79 @@ class LLMPerf:
         )
         headers, api_key = _auth_headers(self.settings)
         progress = _progress_printer(self._request.config, chosen)
+
+        def measure_on(target: Target) -> Any:
+            return lambda: measure(
+                target,
+                chosen,
+                self.workloads,
+                self.settings,
+                headers=headers,
+                api_key=api_key,
+                progress=progress,
+            )
+
         failure: str | None = None
         try:
-            result = run_gate(
-                request,
-                lambda: measure(
-                    self.target,
-                    chosen,
-                    self.workloads,
-                    self.settings,
-                    headers=headers,
-                    api_key=api_key,
-                    progress=progress,
-                ),
-            )
+            if self.settings.ab:
+                result = self._run_ab(chosen, request.tolerance_overrides, measure_on)
+            else:
+                result = run_gate(request, measure_on(self.target))
         except LLMPerfError as exc:
             failure = _shown(str(exc))
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         self._publish(result)
-        self._enforce(result)
+        if self.settings.ab:
+            self._enforce_ab(result)
+        else:
+            self._enforce(result)
         return result
+
+    def _run_ab(
+        self,
+        profile: WorkloadProfile,
+        tolerances: Mapping[str, float] | None,
+        measure_on: Any,
+    ) -> ProfileResult:
+        """--llmperf-ab: this test's configuration (B) in pairs against the reference (A)."""
+        from pytest_llmperf.gate.ab import ABRequest, run_ab
+        from pytest_llmperf.gate.paired import SequentialPlan
+
+        reference: Target = self._request.getfixturevalue("llmperf_reference_target")
+        machine = self._request.config.stash[MACHINE]
+        request = ABRequest(
+            reference=reference,
+            candidate=self.target,
+            profile=profile,
+            hardware=self._request.config.stash[HARDWARE],
+            plan=SequentialPlan(budget=self.settings.ab_budget),
+            tolerances=tolerances,
+            minutes=self.settings.ab_minutes,
+            max_failed_requests=self.settings.max_failed_requests,
+            nodeid=self._request.node.nodeid,
+            machine=machine.as_dict() if machine is not None else None,
+        )
+        return run_ab(request, measure_on(reference), measure_on(self.target))
+
+    def _enforce_ab(self, result: ProfileResult) -> None:
+        """Fail on a regression (or a run that could not be compared); an inconclusive
+        experiment fails only under --llmperf-strict, else it passes with a warning."""
+        from pytest_llmperf.models import Outcome
+        from pytest_llmperf.reports.ab_report import ab_message
+
+        outcome = result.verdict.outcome
+        strict_failure = outcome is Outcome.INCONCLUSIVE and self.settings.strict
+        message = _shown(ab_message(result))
+        if outcome is Outcome.INCONCLUSIVE and not strict_failure:
+            self._request.node.warn(pytest.PytestWarning(message))
+            return
+        if not (result.verdict.failed or strict_failure):
+            return
+        if self.settings.warn_only:
+            self._request.node.warn(pytest.PytestWarning(message))
+            return
+        pytest.fail(message, pytrace=False)
 
     def _publish(self, result: ProfileResult) -> None:
         config = self._request.config

@@ -6,6 +6,7 @@ names the option and lists what would be valid, before any engine is started.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -19,9 +20,10 @@ import pytest
 from pytest_llmperf import redact, rootdir_guard
 from pytest_llmperf.config import Settings
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.variants import from_engines, load_variants
+from pytest_llmperf.variants import Variant, from_engines, load_variants
 
 GROUP = "llmperf"
+AB_BUDGET = 20  # pairs; see gate/paired.py for what it buys
 CONTEXTS = ("pr", "nightly")
 
 
@@ -221,6 +223,33 @@ def add_options(parser: pytest.Parser) -> None:
         "command that records them). Default: fail when the CI environment variable is set, "
         "else record",
     )
+    option(
+        ["--llmperf-ab"],
+        "llmperf_ab",
+        "run each profile as an A/B experiment: the reference variant (A) and each other "
+        "variant (B) serve at once, runs alternate A,B,B,A,... and the test fails when B "
+        "regressed against A (no stored baseline is read); an inconclusive experiment passes "
+        "with a warning, or fails under --llmperf-strict",
+        action="store_true",
+        default=None,
+    )
+    option(
+        ["--llmperf-ab-candidate-args"],
+        "llmperf_ab_candidate_args",
+        "A/B without a variants file: B (named candidate) is the reference configuration plus "
+        'these engine arguments (e.g. "--max-num-seqs 1"); implies --llmperf-ab',
+    )
+    option(
+        ["--llmperf-ab-budget"],
+        "llmperf_ab_budget",
+        f"A/B: the most pairs of runs per profile before the verdict is inconclusive "
+        f"(default {AB_BUDGET})",
+    )
+    option(
+        ["--llmperf-ab-minutes"],
+        "llmperf_ab_minutes",
+        "A/B: the most minutes per profile (checked after each pair; default: no limit)",
+    )
     option(["--llmperf-html"], "llmperf_html", "write an HTML report with plots here")
     option(
         ["--llmperf-history"],
@@ -255,13 +284,13 @@ def _positive_int(option: str, raw: Any, *, allow_zero: bool = False) -> int:
     return value
 
 
-def _positive_float(option: str, raw: Any) -> float:
+def _positive_float(option: str, raw: Any, unit: str = "seconds") -> float:
     try:
         value = float(raw)
     except (TypeError, ValueError):
         value = math.nan
     if not value > 0 or math.isinf(value):
-        raise ConfigError(f"{option}: expected a positive number of seconds, got {raw!r}")
+        raise ConfigError(f"{option}: expected a positive number of {unit}, got {raw!r}")
     return value
 
 
@@ -372,6 +401,7 @@ def resolve(config: pytest.Config) -> Settings:
         engine_names = tuple(dict.fromkeys(v.engine for v in variants))
     else:
         variants = from_engines(engine_names)
+    ab, variants = _ab(config, variants, engine_names)
     html_path = optional_path("html")
     if html_path is not None:
         from pytest_llmperf.reports.html_report import require_plotly
@@ -426,4 +456,63 @@ def resolve(config: pytest.Config) -> Settings:
         ),
         first_run=_first_run(_get(config, "first_run")),
         variants=variants,
+        ab=ab,
+        ab_budget=_positive_int(
+            "--llmperf-ab-budget", _default(_get(config, "ab_budget"), AB_BUDGET)
+        ),
+        ab_minutes=None
+        if _get(config, "ab_minutes") is None
+        else _positive_float("--llmperf-ab-minutes", _get(config, "ab_minutes"), "minutes"),
     )
+
+
+def _flag(raw: Any) -> bool:
+    """A flag given on the command line (True) or as an ini value (true/false, 1/0)."""
+    if isinstance(raw, bool):
+        return raw
+    return str(raw).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _ab(
+    config: pytest.Config, variants: tuple[Variant, ...], engine_names: tuple[str, ...]
+) -> tuple[bool, tuple[Variant, ...]]:
+    """Whether this is an A/B session, and its variants (with the shorthand's candidate)."""
+    raw_args = _get(config, "ab_candidate_args")
+    ab = _flag(_get(config, "ab") or False) or raw_args is not None
+    if not ab:
+        return False, variants
+    if config.getoption("llmperf_update_baselines"):
+        raise ConfigError(
+            "--update-baselines with --llmperf-ab: an A/B experiment compares two running "
+            "configurations and stores no baseline; run one of them without --llmperf-ab to "
+            "record"
+        )
+    if raw_args is not None:
+        if config.getoption("llmperf_variants", default=None) or len(variants) != 1:
+            raise ConfigError(
+                "--llmperf-ab-candidate-args: it builds B from the one configuration given; "
+                "with a variants file or several engines, describe B in the variants file"
+            )
+        try:
+            args = tuple(shlex.split(str(raw_args)))
+        except ValueError as exc:
+            raise ConfigError(
+                f"--llmperf-ab-candidate-args: cannot split {raw_args!r}: {exc}"
+            ) from None
+        if not args:
+            raise ConfigError("--llmperf-ab-candidate-args: no arguments given")
+        reference = dataclasses.replace(variants[0], reference=True)
+        candidate = dataclasses.replace(
+            reference,
+            name="candidate",
+            reference=False,
+            engine_args=(*reference.engine_args, *args),
+        )
+        return True, (reference, candidate)
+    if len(variants) < 2:
+        raise ConfigError(
+            "--llmperf-ab: needs a candidate besides the reference: "
+            '--llmperf-ab-candidate-args "ARGS", a --llmperf-variants file with two or more '
+            f"variants, or --engine=a,b (got {','.join(engine_names) or 'no engine'})"
+        )
+    return True, variants

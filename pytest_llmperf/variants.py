@@ -15,6 +15,10 @@ Variants file (YAML)::
         engine: trtllm
         model: Qwen/Qwen3-32B       # optional; default: --model
         engine_args: --max_seq_len=40960 --enable_chunked_prefill   # string or list
+      - name: pr-build
+        engine: vllm
+        engine_bin: /opt/pr-build/bin/python   # optional: the executable (or python) to start
+        env: {VLLM_CPU_OMP_THREADS_BIND: "0"}   # optional: extra environment of its server
 
 Baselines: a variant named like its engine is gated against that engine file's ``profiles:``;
 any other is gated against ``variants.<name>.profiles`` of the same file (docs/baselines.md).
@@ -39,7 +43,8 @@ if TYPE_CHECKING:
     from pytest_llmperf.config import Settings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_KEYS = ("name", "engine", "model", "engine_args", "endpoint", "reference")
+_KEYS = ("name", "engine", "model", "engine_args", "endpoint", "reference", "engine_bin", "env")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class Variant:
     engine_args: tuple[str, ...] = ()  # appended to the session's --engine-args
     endpoint: str | None = None  # an already-running server for this variant
     reference: bool = False
+    engine_bin: str | None = None  # None: the session's --llmperf-engine-bin, else the default
+    env: tuple[tuple[str, str], ...] = ()  # extra environment variables of its server
 
     @property
     def baseline_key(self) -> str | None:
@@ -117,6 +124,13 @@ def _variant(path: Path, index: int, raw: Any, known_engines: Sequence[str]) -> 
     reference = raw.get("reference", False)
     if not isinstance(reference, bool):
         raise _problem(path, f"{where}.reference", f"expected true or false, got {reference!r}")
+    engine_bin = raw.get("engine_bin")
+    if engine_bin is not None and (not isinstance(engine_bin, str) or not engine_bin.strip()):
+        raise _problem(
+            path,
+            f"{where}.engine_bin",
+            f"expected the path of the engine's executable (or of a python), got {engine_bin!r}",
+        )
     return Variant(
         name=name,
         engine=engine,
@@ -124,7 +138,27 @@ def _variant(path: Path, index: int, raw: Any, known_engines: Sequence[str]) -> 
         engine_args=_args(path, f"{where}.engine_args", raw.get("engine_args")),
         endpoint=None if endpoint is None else endpoint.rstrip("/"),
         reference=reference,
+        engine_bin=None if engine_bin is None else str(Path(engine_bin).expanduser()),
+        env=_env(path, f"{where}.env", raw.get("env")),
     )
+
+
+def _env(path: Path, where: str, raw: Any) -> tuple[tuple[str, str], ...]:
+    """``env:``: a mapping of variable names to values (strings or numbers)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise _problem(path, where, f"expected a mapping of NAME: value, got {raw!r}")
+    pairs = []
+    for key, value in raw.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise _problem(
+                path, where, f"{key!r} is not an environment variable name (letters, digits, _)"
+            )
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise _problem(path, f"{where}.{key}", f"expected a string or a number, got {value!r}")
+        pairs.append((key, str(value)))
+    return tuple(pairs)
 
 
 def parse_variants(text: str, path: Path, known_engines: Sequence[str]) -> tuple[Variant, ...]:
@@ -190,6 +224,8 @@ def settings_for(settings: Settings, variant: Variant) -> Settings:
         engines=(variant.engine,),
         model=variant.model if variant.model is not None else settings.model,
         engine_args=(*settings.engine_args, *variant.engine_args),
+        engine_bin=variant.engine_bin or settings.engine_bin,
+        engine_env=(*settings.engine_env, *variant.env),
         endpoint=variant.endpoint
         if variant.endpoint is not None
         else _shared_endpoint(settings, variant),

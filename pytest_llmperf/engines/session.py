@@ -120,8 +120,9 @@ def plan_launch(
     extra_env: dict[str, str] = {}
     if engine == "vllm" and settings.model is None:
         extra_env.update(EMBEDDED_ENV)
+    extra_env.update(settings.engine_env)  # a variant's own env: wins over both
     if extra_env:
-        plan = dataclasses.replace(plan, env={**extra_env, **plan.env})
+        plan = dataclasses.replace(plan, env={**extra_env, **plan.env, **dict(settings.engine_env)})
     return spec, plan, model
 
 

@@ -30,6 +30,7 @@ class ProfileResult:
     series: dict[str, Any] = field(default_factory=dict)  # series.summarize(): for the plots
     machine: dict[str, Any] | None = None  # the measuring machine (fingerprint.as_dict())
     baseline_machine: dict[str, Any] | None = None  # the machine of the baseline compared with
+    ab: dict[str, Any] | None = None  # an A/B experiment (gate/ab.py): pairs, ratios, intervals
 
     @property
     def machines_differ(self) -> bool:

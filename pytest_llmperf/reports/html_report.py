@@ -317,8 +317,16 @@ def render(
     sections.extend(
         _per_profile("Latency distributions", "latency", latency_figure, with_series, colours)
     )
+    experiments = [r for r in results if r.ab is not None]
+    if experiments:
+        from pytest_llmperf.reports import ab_report
+
+        sections.append("<h2>A/B experiments: ratio B/A per pair</h2>")
+        for index, result in enumerate(experiments):
+            sections.append(html_table(ab_report.ab_table(result)))
+            sections.append(_div(ab_report.ratio_figure(result), f"ab-{index}"))
     sections.append("<h2>Measured against baseline</h2>")
-    for index, result in enumerate(results):
+    for index, result in enumerate(r for r in results if r.ab is None):
         if result.verdict.comparisons:
             sections.append(_div(baseline_figure(result), f"baseline-{index}"))
         else:

@@ -100,8 +100,15 @@ def session_markdown(view: SessionView, *, title: str = "pytest-llmperf") -> str
         lines.append("")
         lines.append(variant_table(view.comparison, view.reference).markdown())
         lines.append("")
+    from pytest_llmperf.reports.ab_report import markdown as ab_markdown
+
+    experiments = ab_markdown(ledger.results)
+    if experiments:
+        lines.append(experiments)
     attention = [
-        r for r in ledger.results if r.verdict.outcome not in (Outcome.PASS, Outcome.RECORDED)
+        r
+        for r in ledger.results
+        if r.verdict.outcome not in (Outcome.PASS, Outcome.RECORDED, Outcome.SAME)
     ]
     if attention:
         lines.append(f"<details><summary>{len(attention)} not a plain pass</summary>")

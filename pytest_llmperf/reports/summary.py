@@ -105,8 +105,11 @@ def terminal_lines(ledger: Ledger, *, verbose: bool, settings: Settings | None =
                     errors=result.errors,
                 )
             )
+    from pytest_llmperf.reports import ab_report
+
+    lines.extend(ab_report.terminal_lines(ledger.results))
     names = configurations(ledger, settings)
-    if len(names) > 1:
+    if len(names) > 1 and not any(r.ab for r in ledger.results):
         reference = reference_name(ledger, settings)
         lines.append("")
         lines.append(f"comparison (total token throughput and mean TPOT against {reference}):")
@@ -205,6 +208,7 @@ def result_record(result: ProfileResult) -> dict[str, Any]:
         "baseline_machine": result.baseline_machine,
         "first_run": verdict.first_run,
         "series": result.series,
+        "ab": result.ab,
     }
 
 

@@ -171,6 +171,8 @@ def verdict_message(
         Outcome.PASS: "passed",
         Outcome.RECORDED: "was recorded",
         Outcome.MACHINE_CHANGED: "was measured on another machine than its baseline",
+        Outcome.SAME: "measured the same as its reference",
+        Outcome.INCONCLUSIVE: "was inconclusive against its reference",
     }[verdict.outcome]
     lines = [f"llmperf: profile {profile!r} on {engine} {title} (baseline: {baseline_file})"]
     if verdict.outcome is Outcome.REGRESSED and verdict.confirmed:

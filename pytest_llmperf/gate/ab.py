@@ -1,0 +1,305 @@
+"""One profile as an A/B experiment: a reference (A) and a candidate (B), both serving, runs
+interleaved A,B,B,A,A,B,... until the paired statistics decide or the budget is spent.
+
+pytest-free. The order A,B then B,A makes a drift of the machine during a block (the other
+sessions' load, thermal state) hit A and B alike instead of always favouring whichever runs
+first. Each run is one ``measure()`` (warm-up requests, then a fresh prefix-cache salt or
+the engine's reset), so no run is served from what the other configuration, or its own
+previous run, left in a cache. The statistics are in ``paired``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.engines.session import Target
+from pytest_llmperf.gate import paired
+from pytest_llmperf.gate.ledger import ProfileResult
+from pytest_llmperf.gate.verdict import direction_of
+from pytest_llmperf.measure.profiles import WorkloadProfile
+from pytest_llmperf.measure.run import Measurement
+from pytest_llmperf.models import MetricComparison, Outcome, Verdict
+
+# Gated in an A/B experiment unless the test names its own: the smallest change that matters
+# on each of the two figures the seeds optimize. 5 %: the issue's target is to catch a 10 %
+# engine slowdown; a tolerance at half of it leaves the interval room to lie beyond it.
+AB_TOLERANCES: dict[str, float] = {"total_token_throughput": 5.0, "mean_tpot_ms": 5.0}
+
+_STATUS_OF = {
+    paired.SAME: "pass",
+    paired.REGRESSED: "regressed",
+    paired.IMPROVED: "improved",
+    paired.INCONCLUSIVE: "inconclusive",
+    paired.UNDECIDED: "inconclusive",
+}
+_OUTCOME_OF = {
+    paired.SAME: Outcome.SAME,
+    paired.REGRESSED: Outcome.REGRESSED,
+    paired.IMPROVED: Outcome.IMPROVED,
+    paired.INCONCLUSIVE: Outcome.INCONCLUSIVE,
+}
+
+
+@dataclass(frozen=True)
+class ABRequest:
+    reference: Target
+    candidate: Target
+    profile: WorkloadProfile
+    hardware: str
+    plan: paired.SequentialPlan = field(default_factory=paired.SequentialPlan)
+    tolerances: Mapping[str, float] | None = None  # None: AB_TOLERANCES
+    minutes: float | None = None  # a time budget besides plan.budget pairs
+    max_failed_requests: int = 0
+    nodeid: str = ""
+    machine: dict[str, Any] | None = None
+
+
+def order(pair: int) -> tuple[str, str]:
+    """Which configuration runs first in pair ``pair`` (0-based): A,B then B,A, and so on."""
+    return ("A", "B") if pair % 2 == 0 else ("B", "A")
+
+
+class _Stop(Exception):
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+
+
+def _check(run: Measurement, who: str, gated: Sequence[str], budget: int) -> None:
+    """A run that cannot give a ratio ends the experiment with the reason."""
+    if run.failed > budget:
+        total = run.metrics.get("completed", 0) + run.failed
+        reasons = "; ".join(dict.fromkeys(run.errors)) or "no reason recorded"
+        raise _Stop(
+            Verdict(
+                Outcome.REQUESTS_FAILED,
+                notes=(
+                    f"{who}: {run.failed} of {total} requests failed (allowed: {budget}, "
+                    f"--llmperf-max-failed); first reasons: {reasons}",
+                ),
+            )
+        )
+    for metric in gated:
+        value = run.metrics.get(metric)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise _Stop(
+                Verdict(
+                    Outcome.INSUFFICIENT_DATA,
+                    notes=(f"{who}: {metric} is {value!r}; a ratio needs a positive value",),
+                )
+            )
+
+
+def _decisions(
+    pairs: Sequence[tuple[Measurement, Measurement]],
+    tolerances: Mapping[str, float],
+    plan: paired.SequentialPlan,
+    *,
+    final: bool,
+) -> list[paired.MetricDecision]:
+    """Each gated metric's decision at the latest look. ``final``: the budget (pairs or
+    minutes) is spent, so an undecided metric is inconclusive."""
+    looks = [n for n in plan.looks() if n <= len(pairs)]
+    at = looks[-1] if looks else len(pairs)
+    decisions = []
+    for metric, tolerance in tolerances.items():
+        direction = direction_of(metric)
+        values = [
+            paired.worse_log(float(a.metrics[metric]), float(b.metrics[metric]), direction)
+            for a, b in pairs[:at]
+        ]
+        decision = paired.decide_metric(metric, direction, tolerance, values, plan)
+        if final and decision.status == paired.UNDECIDED:
+            decision = paired.MetricDecision(
+                metric, direction, tolerance, paired.INCONCLUSIVE, decision.interval, at
+            )
+        decisions.append(decision)
+    return decisions
+
+
+def run_ab(
+    request: ABRequest,
+    measure_reference: Callable[[], Measurement],
+    measure_candidate: Callable[[], Measurement],
+    clock: Callable[[], float] = time.monotonic,
+) -> ProfileResult:
+    """Measure pairs in A,B,B,A order until the verdict is decided, or the budget of pairs
+    (or minutes) is spent; one ``ProfileResult`` whose ``ab`` holds the experiment."""
+    tolerances = dict(request.tolerances or AB_TOLERANCES)
+    plan = request.plan
+    started = clock()
+    pairs: list[tuple[Measurement, Measurement]] = []
+    sequence: list[str] = []
+    decisions: list[paired.MetricDecision] = []
+    stop_reason = ""
+    verdict: Verdict | None = None
+    runs = {"A": measure_reference, "B": measure_candidate}
+    names = {"A": request.reference.variant, "B": request.candidate.variant}
+    try:
+        while True:
+            taken: dict[str, Measurement] = {}
+            for who in order(len(pairs)):
+                run = runs[who]()
+                sequence.append(who)
+                _check(run, f"{who} ({names[who]})", list(tolerances), request.max_failed_requests)
+                taken[who] = run
+            pairs.append((taken["A"], taken["B"]))
+            minutes = (clock() - started) / 60.0
+            out_of_pairs = len(pairs) >= plan.budget
+            out_of_time = request.minutes is not None and minutes >= request.minutes
+            decisions = _decisions(pairs, tolerances, plan, final=out_of_pairs or out_of_time)
+            answer = paired.overall([d.status for d in decisions])
+            if answer is not None:
+                if answer == paired.INCONCLUSIVE:
+                    stop_reason = (
+                        f"budget spent ({len(pairs)} pairs)"
+                        if out_of_pairs
+                        else f"time budget spent ({minutes:.1f} of {request.minutes:g} min)"
+                    )
+                verdict = _verdict(answer, decisions, pairs, stop_reason)
+                break
+    except _Stop as stop:
+        verdict = stop.verdict
+    minutes = (clock() - started) / 60.0
+    return _result(request, verdict, pairs, sequence, decisions, tolerances, minutes)
+
+
+def _median(runs: Sequence[Measurement], metric: str) -> float | None:
+    values = [run.metrics.get(metric) for run in runs]
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return statistics.median(numbers) if numbers else None
+
+
+def _comparisons(
+    decisions: Sequence[paired.MetricDecision], pairs: Sequence[tuple[Measurement, Measurement]]
+) -> tuple[MetricComparison, ...]:
+    rows = []
+    for decision in decisions:
+        a = _median([p[0] for p in pairs], decision.metric)
+        b = _median([p[1] for p in pairs], decision.metric)
+        if a is None or b is None:
+            continue
+        rows.append(
+            MetricComparison(
+                metric=decision.metric,
+                baseline=a,
+                measured=b,
+                tolerance_pct=decision.tolerance_pct,
+                direction=decision.direction,
+                status=_STATUS_OF[decision.status],
+                threshold_pct=decision.tolerance_pct,
+                decided_by="paired",
+            )
+        )
+    return tuple(rows)
+
+
+def _verdict(
+    answer: str,
+    decisions: Sequence[paired.MetricDecision],
+    pairs: Sequence[tuple[Measurement, Measurement]],
+    stop_reason: str,
+) -> Verdict:
+    notes = []
+    if answer == paired.INCONCLUSIVE:
+        undecided = [d.metric for d in decisions if d.status == paired.INCONCLUSIVE]
+        notes.append(
+            f"inconclusive: {stop_reason} before the interval of {', '.join(undecided)} lay "
+            f"inside or outside its tolerance; raise --llmperf-ab-budget (or "
+            f"--llmperf-ab-minutes) for a verdict"
+        )
+    return Verdict(
+        _OUTCOME_OF[answer], comparisons=_comparisons(decisions, pairs), notes=tuple(notes)
+    )
+
+
+def _experiment(
+    request: ABRequest,
+    pairs: Sequence[tuple[Measurement, Measurement]],
+    sequence: Sequence[str],
+    decisions: Sequence[paired.MetricDecision],
+    tolerances: Mapping[str, float],
+    minutes: float,
+) -> dict[str, Any]:
+    """What the reports need: per metric A, B, the median ratio and its interval, and the
+    ratio of every pair (the plot)."""
+    metrics: dict[str, Any] = {}
+    for decision in decisions:
+        bounds = decision.ratio_bounds()
+        metrics[decision.metric] = {
+            "a": _median([p[0] for p in pairs], decision.metric),
+            "b": _median([p[1] for p in pairs], decision.metric),
+            "median_ratio": decision.median_ratio(),
+            "ratio_low": None if bounds is None else bounds[0],
+            "ratio_high": None if bounds is None else bounds[1],
+            "confidence": None if decision.interval is None else decision.interval.confidence,
+            "tolerance_pct": decision.tolerance_pct,
+            "direction": decision.direction.value,
+            "verdict": decision.status,
+            "pairs": decision.pairs,
+        }
+    ratios = {
+        metric: [
+            float(b.metrics[metric]) / float(a.metrics[metric])
+            for a, b in pairs
+            if metric in a.metrics and metric in b.metrics and a.metrics[metric]
+        ]
+        for metric in tolerances
+    }
+    return {
+        "reference": request.reference.variant,
+        "candidate": request.candidate.variant,
+        "reference_command": request.reference.command,
+        "candidate_command": request.candidate.command,
+        "pairs": len(pairs),
+        "budget_pairs": request.plan.budget,
+        "budget_minutes": request.minutes,
+        "alpha": request.plan.alpha,
+        "minutes": round(minutes, 3),
+        "order": "".join(sequence),
+        "metrics": metrics,
+        "ratios": ratios,
+    }
+
+
+def _result(
+    request: ABRequest,
+    verdict: Verdict,
+    pairs: Sequence[tuple[Measurement, Measurement]],
+    sequence: Sequence[str],
+    decisions: Sequence[paired.MetricDecision],
+    tolerances: Mapping[str, float],
+    minutes: float,
+) -> ProfileResult:
+    candidates = [p[1] for p in pairs]
+    center = {}
+    if candidates:
+        for key in candidates[0].metrics:
+            value = _median(candidates, key)
+            center[key] = value if value is not None else candidates[0].metrics[key]
+    last = pairs[-1][1] if pairs else None
+    notes = [note for pair in pairs for run in pair for note in run.notes]
+    target = request.candidate
+    return ProfileResult(
+        nodeid=request.nodeid,
+        engine=target.engine,
+        profile=request.profile.name,
+        hardware=request.hardware,
+        model=target.served_model if target.embedded else target.model,
+        metrics=center,
+        workload=last.workload if last else request.profile.workload(),
+        verdict=verdict,
+        engine_version=target.version,
+        command=target.command,
+        baseline_file=f"A/B against {request.reference.variant}",
+        runs=len(sequence),
+        errors=last.errors if last else (),
+        notes=tuple(dict.fromkeys([*target.notes, *notes])),
+        variant=target.variant,
+        series=last.series if last else {},
+        machine=request.machine,
+        ab=_experiment(request, pairs, sequence, decisions, tolerances, minutes),
+    )

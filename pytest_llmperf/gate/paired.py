@@ -1,0 +1,254 @@
+"""Paired A/B statistics and the sequential stopping rule: pure functions, no I/O.
+
+Each pair of runs (A then B, or B then A) gives one ratio B/A per metric. Serving noise is
+multiplicative, so the ratios are compared on the log scale, turned so that a positive value
+always means "B is worse" (``worse_log``). The verdict comes from a confidence interval for
+the median of those values: the Hodges-Lehmann estimate with its Wilcoxon signed-rank
+interval (the order statistics of the Walsh averages, the critical value from the exact null
+distribution). It assumes only that the paired differences are symmetric about their median,
+not that they are normal, and one stalled run moves it by one rank, not by its size.
+
+The interval is read against the metric's tolerance ``d`` (percent, the smallest change that
+matters), on the log scale ``t = ln(1 + d/100)``:
+
+- ``regressed``: the whole interval lies beyond ``+t`` (B worse by more than the tolerance);
+- ``improved``: the whole interval lies below ``-t``;
+- ``same``: the whole interval lies inside ``[-t, +t]``;
+- otherwise undecided: measure another pair, or ``inconclusive`` when the budget is spent.
+
+Sequential design. The interval is looked at after ``min_pairs`` pairs and then every
+``step`` pairs up to the budget. Each look gets a share of the total error rate ``alpha``
+from a Pocock-type alpha-spending function (Lan and DeMets), ``alpha * ln(1 + (e - 1) * t)``
+at the fraction ``t = pairs / budget``, and its interval is built at confidence
+``1 - share``. The shares add up to ``alpha``, so by the union bound the chance that any look
+states a wrong side (a regression where the true change is within the tolerance, "same"
+where it is beyond it) stays at most ``alpha / 2`` per side and metric, however many looks
+are taken. The bound is conservative: looks are correlated, and a look whose share the
+Wilcoxon interval cannot reach with so few pairs (it needs ``2 / 2**n <= share``) decides
+nothing and spends its share anyway. A time budget that ends the experiment early only
+leaves error rate unspent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pytest_llmperf.models import Direction
+
+SAME = "same"
+REGRESSED = "regressed"
+IMPROVED = "improved"
+UNDECIDED = "undecided"
+INCONCLUSIVE = "inconclusive"
+
+
+def worse_log(a: float, b: float, direction: Direction) -> float:
+    """``ln(B/A)`` signed so that positive means B is worse than A."""
+    value = math.log(b / a)
+    return -value if direction is Direction.HIGHER_IS_BETTER else value
+
+
+@lru_cache(maxsize=256)
+def _signed_rank_counts(n: int) -> tuple[int, ...]:
+    """How many of the ``2**n`` sign patterns give each signed-rank sum 0..n(n+1)/2."""
+    total = n * (n + 1) // 2
+    counts = [1] + [0] * total
+    for rank in range(1, n + 1):
+        for value in range(total, rank - 1, -1):
+            counts[value] += counts[value - rank]
+    return tuple(counts)
+
+
+def critical_rank(n: int, alpha: float) -> int | None:
+    """The 1-based rank ``c`` of the Walsh averages that bounds a two-sided ``1 - alpha``
+    interval: ``[w(c), w(M + 1 - c)]``. None when ``n`` pairs cannot reach that confidence
+    (even the widest interval, from the smallest to the largest Walsh average, has a
+    larger error than ``alpha``)."""
+    if n < 1:
+        return None
+    counts = _signed_rank_counts(n)
+    denominator = 2**n
+    cumulative = 0
+    best: int | None = None
+    for t, count in enumerate(counts):
+        cumulative += count
+        # P(T+ <= t) <= alpha/2, compared in integers to be exact.
+        if cumulative * 2 <= alpha * denominator * (1 + 1e-12):
+            best = t
+        else:
+            break
+    return None if best is None else best + 1
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float  # Hodges-Lehmann: the median of the Walsh averages (worse-log scale)
+    low: float
+    high: float
+    confidence: float
+
+    def ratio(self, value: float, direction: Direction) -> float:
+        """A worse-log value as the ratio B/A it stands for."""
+        return math.exp(-value if direction is Direction.HIGHER_IS_BETTER else value)
+
+
+def walsh_averages(values: Sequence[float]) -> list[float]:
+    n = len(values)
+    return sorted((values[i] + values[j]) / 2.0 for i in range(n) for j in range(i, n))
+
+
+def hodges_lehmann(values: Sequence[float], alpha: float) -> Interval:
+    """The HL estimate of the median and its Wilcoxon signed-rank ``1 - alpha`` interval
+    (infinite bounds when the pairs are too few for that confidence)."""
+    if not values:
+        raise ValueError("no paired values")
+    walsh = walsh_averages(values)
+    count = len(walsh)
+    middle = count // 2
+    estimate = walsh[middle] if count % 2 else (walsh[middle - 1] + walsh[middle]) / 2.0
+    rank = critical_rank(len(values), alpha)
+    if rank is None:
+        return Interval(estimate, -math.inf, math.inf, 1.0 - alpha)
+    return Interval(estimate, walsh[rank - 1], walsh[count - rank], 1.0 - alpha)
+
+
+def classify(interval: Interval, tolerance_pct: float) -> str:
+    """Where the interval lies against the tolerance: same / regressed / improved /
+    undecided (see the module's docstring)."""
+    bound = math.log1p(tolerance_pct / 100.0)
+    if interval.low > bound:
+        return REGRESSED
+    if interval.high < -bound:
+        return IMPROVED
+    if -bound <= interval.low and interval.high <= bound:
+        return SAME
+    return UNDECIDED
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """When to look and at which confidence: see the module's docstring."""
+
+    budget: int = 20  # the most pairs per experiment (--llmperf-ab-budget)
+    alpha: float = 0.10  # two-sided, over all looks: at most alpha/2 wrong per side
+    min_pairs: int = 6  # the first look (fewer cannot reach useful confidence)
+    step: int = 2  # pairs between looks: one A,B,B,A block
+
+    def __post_init__(self) -> None:
+        if self.budget < 1:
+            raise ValueError(f"budget must be at least one pair, got {self.budget}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must lie between 0 and 1, got {self.alpha}")
+
+    def looks(self) -> tuple[int, ...]:
+        """Pair counts at which the interval is looked at; the budget is always one."""
+        first = min(self.min_pairs, self.budget)
+        points = list(range(first, self.budget, max(self.step, 1)))
+        return (*points, self.budget)
+
+    def spent(self, pairs: int) -> float:
+        """The error rate spent up to ``pairs`` pairs (Pocock-type spending)."""
+        fraction = min(max(pairs / self.budget, 0.0), 1.0)
+        return self.alpha * math.log1p((math.e - 1.0) * fraction)
+
+    def share(self, pairs: int) -> float | None:
+        """The error rate of the look at ``pairs`` pairs; None when it is no look."""
+        looks = self.looks()
+        if pairs not in looks:
+            return None
+        index = looks.index(pairs)
+        before = self.spent(looks[index - 1]) if index else 0.0
+        return self.spent(pairs) - before
+
+
+@dataclass(frozen=True)
+class MetricDecision:
+    metric: str
+    direction: Direction
+    tolerance_pct: float
+    status: str  # same / regressed / improved / undecided / inconclusive
+    interval: Interval | None  # None: fewer pairs than a look needs
+    pairs: int
+
+    def median_ratio(self) -> float | None:
+        if self.interval is None:
+            return None
+        return self.interval.ratio(self.interval.estimate, self.direction)
+
+    def ratio_bounds(self) -> tuple[float, float] | None:
+        """The interval as ratios B/A, low to high."""
+        if self.interval is None:
+            return None
+        ends = sorted(
+            self.interval.ratio(value, self.direction)
+            for value in (self.interval.low, self.interval.high)
+        )
+        return ends[0], ends[1]
+
+
+def decide_metric(
+    metric: str,
+    direction: Direction,
+    tolerance_pct: float,
+    values: Sequence[float],
+    plan: SequentialPlan,
+) -> MetricDecision:
+    """The decision at this many pairs (``values``: worse-log per pair); undecided between
+    looks. The look's interval is kept even when undecided, for the report."""
+    pairs = len(values)
+    share = plan.share(pairs)
+    if share is None:
+        return MetricDecision(metric, direction, tolerance_pct, UNDECIDED, None, pairs)
+    interval = hodges_lehmann(values, share)
+    status = classify(interval, tolerance_pct)
+    if status == UNDECIDED and pairs >= plan.budget:
+        status = INCONCLUSIVE
+    return MetricDecision(metric, direction, tolerance_pct, status, interval, pairs)
+
+
+def overall(statuses: Sequence[str]) -> str | None:
+    """The experiment's verdict from its metrics', or None to measure on: any regression
+    ends it at once (the test fails whatever the rest says); otherwise it ends when every
+    metric is decided, improved where one improved, else same."""
+    if REGRESSED in statuses:
+        return REGRESSED
+    if UNDECIDED in statuses:
+        return None
+    if INCONCLUSIVE in statuses:
+        return INCONCLUSIVE
+    if IMPROVED in statuses:
+        return IMPROVED
+    return SAME
+
+
+def simulate(
+    true_worse_log: float,
+    noise_sd: float,
+    tolerance_pct: float,
+    plan: SequentialPlan,
+    experiments: int,
+    seed: int,
+) -> dict[str, float]:
+    """Run the sequential rule on simulated pairs (normal worse-log values): the share of
+    each verdict and the mean pairs used. For tests and calibration, never for gating."""
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+    tally = {SAME: 0, REGRESSED: 0, IMPROVED: 0, INCONCLUSIVE: 0}
+    pairs_used = 0
+    for _ in range(experiments):
+        draws = generator.normal(true_worse_log, noise_sd, plan.budget).tolist()
+        for pairs in range(1, plan.budget + 1):
+            decision = decide_metric(
+                "m", Direction.LOWER_IS_BETTER, tolerance_pct, draws[:pairs], plan
+            )
+            if decision.status != UNDECIDED:
+                tally[decision.status] += 1
+                pairs_used += pairs
+                break
+    result: dict[str, float] = {key: count / experiments for key, count in tally.items()}
+    result["mean_pairs"] = pairs_used / experiments
+    return result

@@ -1,0 +1,150 @@
+"""A/B experiments on the real CPU server: false alarms, detections, pairs and minutes.
+
+A script, not a test: it prints a table. Two vLLM servers (CPU build, embedded tiny model,
+started as the plugin starts them) serve at once: A as is, B under tests/bench/cpu_slowdown.py,
+whose slowdown is read from a control file, so one pair of servers serves every row. Per
+profile and slowdown, ``--experiments`` A/B experiments (``gate.ab.run_ab`` exactly as
+``pytest --llmperf-ab`` runs it: runs A,B,B,A,..., warm-ups and a fresh cache salt before
+each, the sequential rule with ``--budget`` pairs). Rows run in a shuffled order per round, so
+that load from elsewhere falls on every row alike.
+
+A slowdown of 0 % that ends "regressed" is a false alarm; a slowed B that ends "regressed" is
+a detection. "B/A TPOT" is the median over the row's experiments of the measured median ratio
+of mean TPOT: the calibration (what the nominal CPU slowdown did to this workload).
+
+    python tests/bench/ab_table.py [--profiles short,medium] [--experiments 20]
+                                   [--slowdowns 0,5,10,20] [--budget 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.config import Settings
+from pytest_llmperf.engines.session import EngineSession
+from pytest_llmperf.gate.ab import ABRequest, run_ab
+from pytest_llmperf.gate.paired import SequentialPlan
+from pytest_llmperf.measure.profiles import builtin_profiles
+from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
+
+HERE = Path(__file__).resolve().parent
+
+
+def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[str, Any]:
+    outcomes = [r["outcome"] for r in results]
+    ratios = [r["tpot_ratio"] for r in results if r["tpot_ratio"] is not None]
+    return {
+        "profile": profile,
+        "slowdown_pct": slowdown,
+        "experiments": len(results),
+        "regressed": outcomes.count("regressed"),
+        "same": outcomes.count("same"),
+        "improved": outcomes.count("improved"),
+        "inconclusive": outcomes.count("inconclusive"),
+        "other": len(outcomes)
+        - sum(outcomes.count(k) for k in ("regressed", "same", "improved", "inconclusive")),
+        "median_pairs": statistics.median(r["pairs"] for r in results) if results else None,
+        "median_minutes": statistics.median(r["minutes"] for r in results) if results else None,
+        "tpot_ratio": statistics.median(ratios) if ratios else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", default="short")
+    parser.add_argument("--experiments", type=int, default=20)
+    parser.add_argument("--slowdowns", default="0,5,10,20")
+    parser.add_argument("--budget", type=int, default=20)
+    parser.add_argument("--warmups", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    slowdowns = [float(s) for s in args.slowdowns.split(",")]
+    profiles = args.profiles.split(",")
+    work = Path(tempfile.mkdtemp(prefix="llmperf-ab-table-"))
+    control = work / "slowdown"
+    control.write_text("0", encoding="utf-8")
+    settings = Settings(engines=("vllm",), warmups=args.warmups)
+    slowed = Settings(
+        engines=("vllm",),
+        warmups=args.warmups,
+        engine_bin=str(HERE / "python-slowed"),
+        engine_env=(
+            ("LLMPERF_SLOWDOWN_PYTHON", sys.executable),
+            ("LLMPERF_SLOWDOWN_FILE", str(control)),
+        ),
+    )
+    reference = EngineSession(settings, "vllm", work / "a", variant="A")
+    candidate = EngineSession(slowed, "vllm", work / "b", variant="B")
+    shuffle = random.Random(args.seed)
+    results: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    started = time.monotonic()
+    try:
+        a = reference.start()
+        b = candidate.start()
+        print(f"servers up after {time.monotonic() - started:.0f} s", flush=True)
+        workloads = Workloads(settings, work / "data")
+        for round_index in range(args.experiments):
+            for name in profiles:
+                profile = scaled_profile(builtin_profiles()[name], settings, embedded=True)
+                order = list(slowdowns)
+                shuffle.shuffle(order)
+                for slowdown in order:
+                    control.write_text(str(slowdown), encoding="utf-8")
+                    request = ABRequest(
+                        reference=a,
+                        candidate=b,
+                        profile=profile,
+                        hardware="cpu",
+                        plan=SequentialPlan(budget=args.budget),
+                    )
+
+                    def run_on(target: Any, chosen: Any = profile) -> Any:
+                        return lambda: measure(target, chosen, workloads, settings, headers={})
+
+                    result = run_ab(request, run_on(a), run_on(b))
+                    ab = result.ab or {}
+                    tpot = ab.get("metrics", {}).get("mean_tpot_ms", {})
+                    record = {
+                        "round": round_index,
+                        "outcome": result.verdict.outcome.value,
+                        "pairs": ab.get("pairs"),
+                        "minutes": ab.get("minutes"),
+                        "tpot_ratio": tpot.get("median_ratio"),
+                    }
+                    results.setdefault((name, slowdown), []).append(record)
+                    print(f"{name} {slowdown:g}% round {round_index}: {record}", flush=True)
+    finally:
+        control.write_text("0", encoding="utf-8")
+        candidate.stop()
+        reference.stop()
+    rows = [_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns]
+    header = "profile    slowdown  n   regressed  same  inconcl.  other  pairs  min   B/A TPOT"
+    print(header)
+    for row in rows:
+        print(
+            f"{row['profile']:<10} {row['slowdown_pct']:>6g} %  {row['experiments']:<3} "
+            f"{row['regressed']:<10} {row['same']:<5} {row['inconclusive']:<9} "
+            f"{row['other']:<6} {row['median_pairs'] or '-':<6} "
+            f"{(row['median_minutes'] or 0):<5.1f} {(row['tpot_ratio'] or 0):.3f}"
+        )
+    print(f"total {(time.monotonic() - started) / 60:.1f} min")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {"rows": rows, "runs": {f"{k[0]} {k[1]}": v for k, v in results.items()}}, indent=1
+            ),
+            encoding="utf-8",
+        )
+
+
+if __name__ == "__main__":
+    main()

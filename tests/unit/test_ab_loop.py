@@ -1,0 +1,164 @@
+"""The A/B loop with scripted measurements: the interleaving order, when it stops, and what
+it records (no server: the measurements are the loop's only input)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from pytest_llmperf.engines import get_engine
+from pytest_llmperf.engines.session import Target
+from pytest_llmperf.gate import paired
+from pytest_llmperf.gate.ab import ABRequest, order, run_ab
+from pytest_llmperf.measure.profiles import builtin_profiles
+from pytest_llmperf.measure.run import Measurement
+from pytest_llmperf.models import Outcome
+
+
+def _target(name: str) -> Target:
+    return Target(
+        engine="vllm",
+        spec=get_engine("vllm"),
+        base_url="http://127.0.0.1:1",
+        served_model="tiny",
+        model="tiny",
+        command=f"vllm serve ({name})",
+        version="0",
+        embedded=True,
+        variant=name,
+    )
+
+
+def _runs(
+    log: list[str], who: str, slower: float, noise: float, seed: int, failed: int = 0
+) -> Callable[[], Measurement]:
+    draw = random.Random(seed)
+
+    def measure() -> Measurement:
+        log.append(who)
+        factor = slower * (1.0 + draw.gauss(0.0, noise))
+        return Measurement(
+            metrics={"total_token_throughput": 1000.0 / factor, "mean_tpot_ms": 10.0 * factor},
+            workload={"profile": "short"},
+            errors=("boom",) * failed,
+            failed=failed,
+        )
+
+    return measure
+
+
+def _request(**changes: object) -> ABRequest:
+    base = {
+        "reference": _target("main"),
+        "candidate": _target("candidate"),
+        "profile": builtin_profiles()["short"],
+        "hardware": "cpu",
+    }
+    base.update(changes)
+    return ABRequest(**base)  # type: ignore[arg-type]
+
+
+def test_runs_alternate_a_b_b_a() -> None:
+    assert [order(n) for n in range(4)] == [("A", "B"), ("B", "A"), ("A", "B"), ("B", "A")]
+    log: list[str] = []
+    result = run_ab(_request(), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 1.0, 0.01, 2))
+    assert result.ab is not None
+    assert "".join(log) == result.ab["order"]
+    assert result.ab["order"].startswith("ABBAABBAABBA")
+    assert result.runs == len(log) == 2 * result.ab["pairs"]
+
+
+def test_equal_configurations_are_the_same_at_the_first_look() -> None:
+    log: list[str] = []
+    result = run_ab(_request(), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 1.0, 0.01, 2))
+    assert result.verdict.outcome is Outcome.SAME
+    assert not result.verdict.failed
+    assert result.ab is not None
+    assert result.ab["pairs"] == 6
+    row = result.ab["metrics"]["mean_tpot_ms"]
+    assert row["verdict"] == "same"
+    assert 0.95 < row["ratio_low"] <= row["median_ratio"] <= row["ratio_high"] < 1.05
+
+
+def test_a_slower_candidate_regressed_on_both_metrics() -> None:
+    log: list[str] = []
+    result = run_ab(_request(), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 1.2, 0.01, 2))
+    assert result.verdict.outcome is Outcome.REGRESSED
+    assert result.verdict.failed
+    statuses = {row.metric: row.status for row in result.verdict.comparisons}
+    assert statuses == {"total_token_throughput": "regressed", "mean_tpot_ms": "regressed"}
+    assert result.ab is not None
+    assert result.ab["metrics"]["total_token_throughput"]["median_ratio"] < 0.9  # direction
+    assert result.ab["metrics"]["mean_tpot_ms"]["median_ratio"] > 1.1
+
+
+def test_a_faster_candidate_improved() -> None:
+    log: list[str] = []
+    result = run_ab(_request(), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 0.8, 0.01, 2))
+    assert result.verdict.outcome is Outcome.IMPROVED
+    assert not result.verdict.failed
+
+
+def test_noise_beyond_the_budget_is_inconclusive() -> None:
+    log: list[str] = []
+    plan = paired.SequentialPlan(budget=6)
+    result = run_ab(
+        _request(plan=plan), _runs(log, "A", 1.0, 0.3, 1), _runs(log, "B", 1.05, 0.3, 2)
+    )
+    assert result.verdict.outcome is Outcome.INCONCLUSIVE
+    assert len(log) == 12
+    assert "--llmperf-ab-budget" in result.verdict.notes[0]
+
+
+def test_the_time_budget_ends_the_experiment() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 30.0  # each reading half a minute later
+        return now[0]
+
+    log: list[str] = []
+    result = run_ab(
+        _request(minutes=1.0),
+        _runs(log, "A", 1.0, 0.3, 1),
+        _runs(log, "B", 1.05, 0.3, 2),
+        clock=clock,
+    )
+    assert result.verdict.outcome is Outcome.INCONCLUSIVE
+    assert "time budget" in result.verdict.notes[0]
+    assert result.ab is not None
+    assert result.ab["pairs"] < 6
+
+
+def test_failed_requests_end_the_experiment_and_name_the_configuration() -> None:
+    log: list[str] = []
+    result = run_ab(_request(), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 1.0, 0.01, 2, 3))
+    assert result.verdict.outcome is Outcome.REQUESTS_FAILED
+    assert "B (candidate): 3 of" in result.verdict.notes[0]
+    assert log == ["A", "B"]
+
+
+def test_the_report_table_shows_ratios_intervals_and_pairs() -> None:
+    from pytest_llmperf.reports.ab_report import ab_message, ab_table
+
+    log: list[str] = []
+    result = run_ab(_request(), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 1.2, 0.01, 2))
+    table = ab_table(result)
+    assert table.header == ("metric", "A", "B", "B/A", "interval", "tolerance", "verdict", "pairs")
+    tpot = next(row for row in table.rows if row[0] == "mean_tpot_ms")
+    assert tpot[3].startswith("1.")  # 1.2 +- noise
+    assert tpot[5:] == ("±5%", "REGRESSED", "6")
+    assert "A = main, B = candidate; 6 pairs (budget 20)" in table.notes[0]
+    assert ab_message(result).startswith("llmperf: A/B short: candidate against main -> regressed")
+
+
+def test_an_interval_too_few_pairs_can_bound_is_shown_as_unbounded() -> None:
+    from pytest_llmperf.reports.ab_report import ab_table
+
+    log: list[str] = []
+    plan = paired.SequentialPlan(budget=3)
+    result = run_ab(
+        _request(plan=plan), _runs(log, "A", 1.0, 0.01, 1), _runs(log, "B", 1.0, 0.01, 2)
+    )
+    assert result.verdict.outcome is Outcome.INCONCLUSIVE
+    assert {row[4] for row in ab_table(result).rows} == {"unbounded (too few pairs)"}
