@@ -206,13 +206,15 @@ def run_scenario(
         for _ in range(rounds):
             for name, client in clients.items():
                 figures[name].append(measure(client, server.base_url, scenario))
-    vllm_ttft = statistics.median(f.ttft for f in figures[VLLM]) if VLLM in figures else None
+    vllm_runs = figures.get(VLLM)
     print(f"\n{scenario.name}")
     for name, runs in figures.items():
         failed = sum(f.failed for f in runs)
         ttft = ""
-        if scenario.ttft and vllm_ttft is not None and name != VLLM:
-            extra = [(f.ttft - vllm_ttft) * 1e3 for f in runs]
+        if scenario.ttft and vllm_runs is not None and name != VLLM:
+            # Paired by round (the rounds alternate): a machine that slows over the run
+            # shifts both TTFTs of a round alike.
+            extra = [(f.ttft - v.ttft) * 1e3 for f, v in zip(runs, vllm_runs, strict=True)]
             ttft = f"   TTFT vs vLLM {spread(extra, '+.2f')} ms"
         print(
             f"  {name:<24} {spread([f.rate for f in runs], ',.0f'):>26} ch/s"
