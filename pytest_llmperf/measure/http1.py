@@ -1,7 +1,7 @@
 """A lean HTTP/1.1 transport for httpx, made for hundreds of long streaming responses.
 
 httpx's default transport (httpcore + h11 + anyio) was measured too slow for the load
-generator: about 2.5 times the client CPU per streamed event of this one, and its connection
+generator: three to five times the client CPU per streamed event of this one, and its connection
 pool rescans every connection for every other one each time a request starts or ends
 (quadratic in the pool size); docs/architecture.md has the table. This transport keeps the
 httpx client API and does only what a load generator needs:
