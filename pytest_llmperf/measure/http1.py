@@ -1,20 +1,23 @@
 """A lean HTTP/1.1 transport for httpx, made for hundreds of long streaming responses.
 
 httpx's default transport (httpcore + h11 + anyio) was measured too slow for the load
-generator: on a two-core machine, about 34 µs of client CPU per streamed event at 256
-concurrent streams (just reading the bytes) against 16 µs for ``vllm bench serve``'s whole
-aiohttp client, and its connection pool rescans every connection for every other one each
-time a request starts or ends (quadratic in the pool size). This transport keeps the httpx
-client API and does only what a load generator needs:
+generator: three to five times the client CPU per streamed event of this one, and its connection
+pool rescans every connection for every other one each time a request starts or ends
+(quadratic in the pool size); docs/architecture.md has the table. This transport keeps the
+httpx client API and does only what a load generator needs:
 
 - keep-alive connections per origin, at most ``max_connections`` of them (None: no limit);
-- request bodies sent in one write; responses read by an ``asyncio.Protocol`` that decodes
-  ``Content-Length``, chunked and read-until-close bodies as the bytes arrive, handing the
-  decoded body to the reader in whatever pieces the network delivered;
+- request bodies sent in one write; responses read by an ``asyncio.Protocol`` that hands
+  the bytes to llhttp (the parser of Node.js, through ``httptools``), which decodes
+  ``Content-Length``, chunked and read-until-close bodies as they arrive; the decoded body
+  goes to the reader in whatever pieces the network delivered;
+- reading stops while more than a few MiB of decoded body wait to be taken (back-pressure);
 - plain TCP or TLS (``ssl`` module defaults); no proxies, no HTTP/2, no timeouts of its own
   (the caller bounds each request), no decompression (ask for ``identity``).
 
-Errors are httpx's own exception types, so callers handle both transports alike.
+The byte-level parsing is llhttp's, not ours: it refuses malformed framing, bare CR or LF in
+header lines and oversized chunk sizes. Errors are httpx's own exception types, so callers
+handle both transports alike.
 """
 
 from __future__ import annotations
@@ -25,29 +28,25 @@ import re
 import ssl
 from collections.abc import AsyncIterator
 
+import httptools
 import httpx
 
 __all__ = ["StreamingTransport"]
 
-_MAX_HEAD = 64 * 1024  # status line plus headers
+_MAX_HEAD = 64 * 1024  # status line plus headers: llhttp itself sets no limit
 _PAUSE_ABOVE = 4 * 1024 * 1024  # unread body bytes that stop reading from the socket
 
 # Protocol phases.
 _IDLE, _HEAD, _BODY, _DONE = range(4)
-# Body framing.
-_LENGTH, _CHUNKED, _UNTIL_CLOSE = range(3)
-# Chunked decoder states.
-_SIZE, _DATA, _DATA_END, _TRAILER = range(4)
 
 _Origin = tuple[bytes, str, int]  # scheme, host, port
 
 
-class _NoResponse(httpx.RemoteProtocolError):
-    """The server closed a connection before a single byte of a response: safe to retry."""
-
-
 class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection; parses one response at a time as bytes arrive."""
+    """One HTTP/1.1 connection; feeds one response at a time to llhttp as bytes arrive.
+
+    The ``on_*`` methods are llhttp's callbacks, called from inside ``feed_data``.
+    """
 
     def __init__(self, origin: _Origin) -> None:
         self.origin = origin
@@ -57,12 +56,12 @@ class _Connection(asyncio.Protocol):
         self.status = 0
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
+        self.unanswered = False  # closed before a single byte of the response: safe to retry
+        self._parser: httptools.HttpResponseParser | None = None
         self._phase = _IDLE
-        self._head = b""
-        self._framing = _LENGTH
-        self._remaining = 0  # body bytes (Content-Length) or bytes of the current chunk
-        self._chunk_state = _SIZE
-        self._cbuf = b""  # undecoded chunked-framing bytes
+        self._head_bytes = 0
+        self._until_close = True  # no Content-Length and not chunked: the body ends at EOF
+        self._chunked = False
         self._body: list[bytes] = []
         self._paused = False
         self._exc: Exception | None = None
@@ -78,15 +77,25 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._got_bytes = True
+        phase = self._phase
+        if phase == _HEAD:
+            self._head_bytes += len(data)
+        elif phase != _BODY:
+            self.keep_alive = False  # bytes nobody asked for: never reuse this connection
+            if phase == _IDLE:
+                self._fail(httpx.RemoteProtocolError("server sent bytes while no request was open"))
+            return
+        assert self._parser is not None
         try:
-            if self._phase == _BODY:
-                self._feed_body(data)
-            elif self._phase == _HEAD:
-                self._feed_head(data)
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            if self._phase == _DONE:  # a complete response, then garbage: keep the response
+                self.keep_alive = False
             else:
-                raise httpx.RemoteProtocolError("server sent bytes while no request was open")
-        except httpx.RemoteProtocolError as exc:
-            self._fail(exc)
+                self._fail(httpx.RemoteProtocolError(f"malformed response: {exc}"))
+                return
+        if self._phase == _HEAD and self._head_bytes > _MAX_HEAD:
+            self._fail(httpx.RemoteProtocolError("response headers too large"))
             return
         if self._body:
             self._check_backlog()
@@ -99,169 +108,68 @@ class _Connection(asyncio.Protocol):
         self.lost = True
         if self._exc is not None:  # we aborted it, and already know why
             pass
-        elif self._phase == _BODY and self._framing == _UNTIL_CLOSE:
+        elif self._phase == _BODY and self._until_close:
             self._phase = _DONE
         elif self._phase == _HEAD:
             if self._got_bytes:
                 self._exc = httpx.RemoteProtocolError("server closed the connection mid-headers")
             else:
-                self._exc = _NoResponse("server disconnected without sending a response")
+                self.unanswered = True
+                self._exc = httpx.RemoteProtocolError(
+                    "server disconnected without sending a response"
+                )
         elif self._phase == _BODY:
-            what = "chunked body" if self._framing == _CHUNKED else "body"
+            what = "chunked body" if self._chunked else "body"
             self._exc = httpx.RemoteProtocolError(
                 f"server closed the connection before the end of the {what}"
             )
         self._wake()
 
-    # -- parsing -------------------------------------------------------------------------
+    # -- llhttp's callbacks --------------------------------------------------------------
 
-    def _feed_head(self, data: bytes) -> None:
-        head = self._head + data if self._head else data
-        while True:
-            end = head.find(b"\r\n\r\n")
-            if end < 0:
-                if len(head) > _MAX_HEAD:
-                    raise httpx.RemoteProtocolError("response headers too large")
-                self._head = head
-                return
-            rest = head[end + 4 :]
-            self._parse_head(head[:end])
-            if 100 <= self.status < 200:  # interim response (100 Continue): the real one follows
-                head = rest
-                continue
-            self._head = b""
-            self._phase = _BODY
-            if self._head_only or self.status in (204, 304):
-                self._phase = _DONE
-                if rest:
-                    self.keep_alive = False
-            elif rest:
-                self._feed_body(rest)
-            elif self._framing == _LENGTH and self._remaining == 0:
-                self._phase = _DONE
+    def on_message_begin(self) -> None:
+        if self._phase == _DONE:  # a second response to one request
+            raise httpx.RemoteProtocolError("server sent more than one response")
+        self.reason = b""
+        self.headers = []
+        self._until_close = True
+        self._chunked = False
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason += reason  # may arrive in pieces
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+        lower = name.lower()
+        if lower == b"content-length":
+            self._until_close = False
+        elif lower == b"transfer-encoding":
+            self._chunked = value.lower().endswith(b"chunked")
+            self._until_close = not self._chunked
+
+    def on_headers_complete(self) -> None:
+        assert self._parser is not None
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # interim response (100 Continue): the real one follows
             return
-
-    def _parse_head(self, raw: bytes) -> None:
-        lines = raw.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-            raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}")
-        try:
-            self.status = int(parts[1])
-        except ValueError:
-            raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}") from None
-        self.reason = parts[2] if len(parts) > 2 else b""
-        headers: list[tuple[bytes, bytes]] = []
-        length: int | None = None
-        chunked = False
-        keep_alive = parts[0] == b"HTTP/1.1"
-        for line in lines[1:]:
-            name, colon, value = line.partition(b":")
-            if not colon:
-                raise httpx.RemoteProtocolError("malformed response header line")
-            name = name.strip()
-            value = value.strip()
-            headers.append((name, value))
-            lower = name.lower()
-            if lower == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    raise httpx.RemoteProtocolError("malformed Content-Length") from None
-            elif lower == b"transfer-encoding":
-                chunked = value.lower().endswith(b"chunked")
-            elif lower == b"connection":
-                token = value.lower()
-                if b"close" in token:
-                    keep_alive = False
-                elif b"keep-alive" in token:
-                    keep_alive = True
-        self.headers = headers
-        self.keep_alive = keep_alive
-        if chunked:
-            self._framing = _CHUNKED
-            self._chunk_state = _SIZE
-        elif length is not None:
-            self._framing = _LENGTH
-            self._remaining = length
+        self.status = status
+        if self._head_only:  # llhttp cannot be told a HEAD response has no body
+            self._phase = _DONE
+            self.keep_alive = self._parser.should_keep_alive()
         else:
-            self._framing = _UNTIL_CLOSE
-            self.keep_alive = False
+            self._phase = _BODY
 
-    def _feed_body(self, data: bytes) -> None:
-        if self._framing == _CHUNKED:
-            self._feed_chunked(data)
-        elif self._framing == _LENGTH:
-            if len(data) >= self._remaining:
-                if len(data) > self._remaining:
-                    self.keep_alive = False  # bytes beyond the body: do not reuse
-                    data = data[: self._remaining]
-                self._remaining = 0
-                self._phase = _DONE
-            else:
-                self._remaining -= len(data)
-            self._push(data)
-        else:
-            self._push(data)
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
 
-    def _feed_chunked(self, data: bytes) -> None:
-        buf = self._cbuf + data if self._cbuf else data
-        pos = 0
-        end = len(buf)
-        out = self._body
-        while pos < end:
-            state = self._chunk_state
-            if state == _SIZE:
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    if end - pos > 1024:
-                        raise httpx.RemoteProtocolError("malformed chunk size line")
-                    break
-                size = _chunk_size(buf[pos:eol])
-                pos = eol + 2
-                if not size:
-                    self._chunk_state = _TRAILER
-                    continue
-                stop = pos + size
-                if stop + 2 <= end:  # the usual case: the whole chunk is here
-                    if not buf.startswith(b"\r\n", stop):
-                        raise httpx.RemoteProtocolError("chunk data not followed by CRLF")
-                    out.append(buf[pos:stop])
-                    pos = stop + 2
-                else:
-                    self._remaining = size
-                    self._chunk_state = _DATA
-            elif state == _DATA:
-                take = min(self._remaining, end - pos)
-                out.append(buf[pos : pos + take])
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    self._chunk_state = _DATA_END
-            elif state == _DATA_END:
-                if end - pos < 2:
-                    break
-                if not buf.startswith(b"\r\n", pos):
-                    raise httpx.RemoteProtocolError("chunk data not followed by CRLF")
-                pos += 2
-                self._chunk_state = _SIZE
-            else:  # _TRAILER: lines until an empty one
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    break
-                if eol == pos:
-                    pos += 2
-                    self._phase = _DONE
-                    if pos < end:
-                        self.keep_alive = False
-                    self._cbuf = b""
-                    return
-                pos = eol + 2
-        self._cbuf = buf[pos:] if pos < end else b""
+    def on_message_complete(self) -> None:
+        assert self._parser is not None
+        if self._phase == _HEAD:  # the end of an interim response
+            return
+        self._phase = _DONE
+        self.keep_alive = self._parser.should_keep_alive()
 
-    def _push(self, data: bytes) -> None:
-        if data:
-            self._body.append(data)
+    # -- flow ----------------------------------------------------------------------------
 
     def _check_backlog(self) -> None:
         """Stop reading from the socket while too much decoded body waits to be taken."""
@@ -306,11 +214,13 @@ class _Connection(asyncio.Protocol):
 
     def send(self, head: bytes, body: bytes, head_only: bool) -> None:
         assert self.transport is not None
+        self._parser = httptools.HttpResponseParser(self)
         self._phase = _HEAD
-        self._head = b""
+        self._head_bytes = 0
         self._body = []
         self._exc = None
         self._got_bytes = False
+        self.unanswered = False
         self._head_only = head_only
         self.status = 0
         self.transport.write(head + body if len(body) < 65536 else head)
@@ -322,7 +232,8 @@ class _Connection(asyncio.Protocol):
             if self._exc is not None:
                 raise self._exc
             if self.lost:
-                raise _NoResponse("server disconnected without sending a response")
+                self.unanswered = True
+                raise httpx.RemoteProtocolError("server disconnected without sending a response")
             await self._wait()
 
     def take(self) -> bytes:
@@ -511,8 +422,8 @@ class StreamingTransport(httpx.AsyncBaseTransport):
             connection.send(head, body, head_only)
             try:
                 await connection.response_head()
-            except _NoResponse:
-                if not reused:
+            except httpx.RemoteProtocolError:
+                if not (reused and connection.unanswered):
                     raise
                 # A kept-alive connection the server had just closed: one fresh try.
                 self._pool.release(connection, reusable=False)
@@ -531,17 +442,6 @@ class StreamingTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._pool.close()
-
-
-def _chunk_size(line: bytes) -> int:
-    try:
-        return int(line, 16)
-    except ValueError:
-        pass
-    try:
-        return int(line.split(b";", 1)[0], 16)  # a chunk extension, ignored
-    except ValueError:
-        raise httpx.RemoteProtocolError(f"malformed chunk size line {line[:40]!r}") from None
 
 
 _UNSAFE_IN_HEADER = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")

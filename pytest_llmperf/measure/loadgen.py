@@ -209,8 +209,7 @@ def _one_line(text: str, secret: str | None) -> str:
 
 
 def _reason(exc: BaseException, secret: str | None) -> str:
-    # A private subclass (the transport's _NoResponse) is named by its public base.
-    name = next(c.__name__ for c in type(exc).__mro__ if not c.__name__.startswith("_"))
+    name = type(exc).__name__
     message = str(exc)
     return _one_line(f"{name}: {message}" if message else name, secret)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable, Callable, Sequence
 
 import httpx
@@ -202,3 +203,79 @@ def test_refused_connection_is_a_connect_error() -> None:
                 await client.get(f"http://127.0.0.1:{port}")
 
     asyncio.run(main())
+
+
+def test_a_line_break_inside_a_response_header_is_refused() -> None:
+    # A bare CR (or LF) inside a header line: llhttp refuses what a lenient parser would split.
+    reply = [b"HTTP/1.1 200 OK\r\nX-Note: a\rSet-Cookie: b\r\nContent-Length: 2\r\n\r\nok", 1.0]
+
+    async def body(client: httpx.AsyncClient, url: str) -> None:
+        with pytest.raises(httpx.RemoteProtocolError, match=r"malformed response: .*LF"):
+            await client.get(url)
+
+    run(RawServer([reply]), body)
+
+
+def test_oversized_response_headers_are_refused() -> None:
+    filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"y" * 1000) for i in range(70))
+    reply = [b"HTTP/1.1 200 OK\r\n" + filler, 1.0]
+
+    async def body(client: httpx.AsyncClient, url: str) -> None:
+        with pytest.raises(httpx.RemoteProtocolError, match="headers too large"):
+            await client.get(url)
+
+    run(RawServer([reply]), body)
+
+
+def test_bytes_after_a_complete_response_keep_it_but_end_the_connection() -> None:
+    reply = [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA BYTES"]
+    server = RawServer([reply])
+
+    async def body(client: httpx.AsyncClient, url: str) -> None:
+        assert (await client.get(url)).content == b"ok"
+        assert (await client.get(url)).content == b"ok"
+
+    run(server, body)
+    assert server.connections == 2
+
+
+def test_head_and_204_responses_end_without_a_body() -> None:
+    head = [b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"]
+    empty = [b"HTTP/1.1 204 No Content\r\n\r\n"]
+    server = RawServer([head, empty, head])
+
+    async def body(client: httpx.AsyncClient, url: str) -> None:
+        response = await client.head(url)
+        assert (response.status_code, response.content) == (200, b"")
+        response = await client.delete(url)
+        assert (response.status_code, response.content) == (204, b"")
+        assert (await client.head(url)).headers["content-length"] == "1000"
+
+    run(server, body)
+    assert server.connections == 1
+
+
+def test_chunked_bodies_cut_anywhere_decode_to_what_was_sent() -> None:
+    # Random chunk sizes and extensions, the whole response cut at random places: every
+    # cut must give the same body (a seeded fuzz of the framing the load generator reads).
+    rng = random.Random(7)
+    scripts: list[Script] = []
+    expected: list[bytes] = []
+    for _ in range(40):
+        parts = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) for _ in range(8)]
+        wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        for part in parts:
+            extension = b";x=1" if rng.random() < 0.2 else b""
+            wire += b"%x%s\r\n%s\r\n" % (len(part), extension, part)
+        wire += b"0\r\n\r\n"
+        cuts = sorted(rng.sample(range(1, len(wire)), 12))
+        scripts.append([wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True)])
+        expected.append(b"".join(parts))
+    server = RawServer(scripts)
+
+    async def body(client: httpx.AsyncClient, url: str) -> None:
+        for want in expected:
+            assert (await client.get(url)).content == want
+
+    run(server, body)
+    assert server.connections == 1
