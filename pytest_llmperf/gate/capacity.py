@@ -10,6 +10,7 @@ synthetic curves. Definitions, chosen to be simple to explain:
   that meets all; between the two, each broken SLO's metric is interpolated linearly in the
   load, and the capacity is the lowest load where one reaches its limit. The bracket (those
   two loads) is the resolution: the truth lies inside it if the metrics grow with the load.
+  A concurrency is not interpolated: the capacity is the highest concurrency that met all.
   No step breaking an SLO gives a lower bound only; the first step breaking one an upper one.
 - Knee: the highest load after which throughput stops following the load: the last step
   whose relative throughput gain over the step before is at least half its relative load gain.
@@ -128,7 +129,11 @@ class Capacity:
         return self.lower is not None and self.upper is not None
 
 
-def capacity_at_slo(steps: Sequence[StepResult], slos: Sequence[Slo]) -> Capacity:
+def capacity_at_slo(
+    steps: Sequence[StepResult], slos: Sequence[Slo], *, integral: bool = False
+) -> Capacity:
+    """``integral``: the load is a concurrency, where only whole steps are meaningful, so the
+    capacity is the highest concurrency measured within every SLO, not interpolated."""
     ordered = sorted(steps, key=lambda s: s.load)
     failing = [s for s in ordered if broken_slos(s, slos)]
     if not failing:
@@ -141,8 +146,10 @@ def capacity_at_slo(steps: Sequence[StepResult], slos: Sequence[Slo]) -> Capacit
     if not good:
         return Capacity(None, None, first_bad.load, first_bad.load, described)
     last_good = good[-1]
-    crossings = [_crossing(last_good, first_bad, slo) for slo in broken]
-    value = min(crossings)
+    if integral:
+        value = last_good.load
+    else:
+        value = min(_crossing(last_good, first_bad, slo) for slo in broken)
     return Capacity(value, last_good.load, first_bad.load, first_bad.load, described)
 
 

@@ -110,3 +110,8 @@ def test_bad_slos_are_refused_naming_the_source(raw: object, message: str) -> No
 def test_slos_parse() -> None:
     slos = parse_slos({"p99_ttft_ms": 2000, "min_goodput_ratio": 0.9}, "here")
     assert slos == (Slo("p99_ttft_ms", 2000.0), Slo("min_goodput_ratio", 0.9))
+
+
+def test_a_concurrency_capacity_is_the_highest_whole_step_within() -> None:
+    capacity = capacity_at_slo([step(4, 100), step(5, 900)], TTFT_500, integral=True)
+    assert (capacity.value, capacity.lower, capacity.upper) == (4, 4, 5)
