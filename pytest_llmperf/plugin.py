@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pytest_llmperf.engines.session import Target
     from pytest_llmperf.gate.loop import GateRequest
     from pytest_llmperf.measure.profiles import WorkloadProfile
-    from pytest_llmperf.measure.run import Workloads
+    from pytest_llmperf.measure.run import Measurement, Workloads
 
 SETTINGS = pytest.StashKey[Settings]()
 LEDGER = pytest.StashKey[Ledger]()
@@ -208,8 +208,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         from pytest_llmperf.measure import profiles
 
         known = profiles.builtin_profiles()
-    names = list(settings.profiles) or list(known)
     wanted = _marker_kwargs(metafunc.definition).get("profiles")
+    # A sweep takes minutes and measures another question: it runs when named, not by default.
+    names = list(settings.profiles) or [
+        name for name, p in known.items() if p.sweep is None or name in (wanted or ())
+    ]
     if wanted is not None:
         unknown = [name for name in wanted if name not in known]
         if unknown:
@@ -380,18 +383,27 @@ class LLMPerf:
         progress = _progress_printer(self._request.config, chosen)
         failure: str | None = None
         try:
-            result = run_gate(
-                self._gate_request(chosen, merged),
-                lambda: measure(
+
+            def measure_once(step: WorkloadProfile = chosen) -> Measurement:
+                return measure(
                     self.target,
-                    chosen,
+                    step,
                     self.workloads,
                     self.settings,
                     headers=headers,
                     api_key=api_key,
                     progress=progress,
-                ),
-            )
+                )
+
+            def measure_profile() -> Measurement:
+                if chosen.sweep is None:
+                    return measure_once()
+                from pytest_llmperf.gate.sweep import measure_sweep
+
+                workload = self.workloads.workload(chosen, self.target.embedded)
+                return measure_sweep(chosen, measure_once, workload)
+
+            result = run_gate(self._gate_request(chosen, merged), measure_profile)
         except LLMPerfError as exc:
             failure = _shown(str(exc))
         if failure is not None:

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.errors import ConfigError
+from pytest_llmperf.measure.slo import Slo, parse_slos
 
 __all__ = [
     "Capacity",
@@ -42,58 +42,7 @@ __all__ = [
     "saturation_throughput",
 ]
 
-GOODPUT_RATIO = "min_goodput_ratio"
 KNEE_EFFICIENCY = 0.5  # throughput gain per load gain below this: past the knee
-
-
-@dataclass(frozen=True)
-class Slo:
-    metric: str  # a metrics key ending in _ms (upper limit), or min_goodput_ratio (lower)
-    limit: float
-
-    @property
-    def upper(self) -> bool:
-        return self.metric != GOODPUT_RATIO
-
-    def value(self, metrics: Mapping[str, Any]) -> float | None:
-        if self.metric == GOODPUT_RATIO:
-            good, done = metrics.get("request_goodput"), metrics.get("request_throughput")
-            if good is None or not done:
-                return None if good is None else 0.0
-            return float(good) / float(done)
-        raw = metrics.get(self.metric)
-        return None if raw is None else float(raw)
-
-    def met(self, metrics: Mapping[str, Any]) -> bool:
-        value = self.value(metrics)
-        if value is None or math.isnan(value):
-            return False  # a metric the step could not compute (no request finished) fails
-        return value <= self.limit if self.upper else value >= self.limit
-
-    def describe(self) -> str:
-        return f"{self.metric} {'<=' if self.upper else '>='} {self.limit:g}"
-
-
-def parse_slos(raw: Any, where: str) -> tuple[Slo, ...]:
-    """``{p99_ttft_ms: 2000, min_goodput_ratio: 0.9}`` → SLOs; ``where`` names the source."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: slo must be a mapping of metric → limit, got {raw!r}")
-    slos = []
-    for key, limit in raw.items():
-        metric = str(key)
-        if metric != GOODPUT_RATIO and not metric.endswith("_ms"):
-            raise ConfigError(
-                f"{where}: slo key {metric!r} is neither a latency metric in ms (such as "
-                f"p99_ttft_ms, mean_tpot_ms, p99_e2el_ms) nor {GOODPUT_RATIO}"
-            )
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
-            raise ConfigError(f"{where}: slo {metric!r} must be a positive number, got {limit!r}")
-        if metric == GOODPUT_RATIO and limit > 1:
-            raise ConfigError(f"{where}: slo {metric!r} is a share in (0, 1], got {limit!r}")
-        slos.append(Slo(metric, float(limit)))
-    return tuple(slos)
 
 
 @dataclass(frozen=True)
