@@ -30,6 +30,8 @@ class ProfileResult:
     series: dict[str, Any] = field(default_factory=dict)  # series.summarize(): for the plots
     machine: dict[str, Any] | None = None  # the measuring machine (fingerprint.as_dict())
     baseline_machine: dict[str, Any] | None = None  # the machine of the baseline compared with
+    sweep: dict[str, Any] = field(default_factory=dict)  # a sweep's curve (gate.sweep); else {}
+    baseline_sweep: dict[str, Any] | None = None  # the baseline's curve, for the reports
 
     @property
     def machines_differ(self) -> bool:

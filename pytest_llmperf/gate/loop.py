@@ -201,6 +201,8 @@ def run_gate(
         series=runs[-1].series,
         machine=_machine_record(request),
         baseline_machine=entry.machine if entry is not None else None,
+        sweep=runs[-1].sweep,
+        baseline_sweep=entry.sweep if entry is not None else None,
     )
 
 

@@ -67,7 +67,10 @@ def test_sweep_records_its_curve_passes_again_and_fails_naming_the_step(
     from pytest_llmperf.gate.store import baseline_path
 
     four, two = servers
-    pytester.makeini("[pytest]\nllmperf_profiles = profiles.yaml\n")
+    pytester.makeini(
+        "[pytest]\nllmperf_profiles = profiles.yaml\n"
+        "asyncio_default_fixture_loop_scope = function\n"
+    )
     pytester.path.joinpath("profiles.yaml").write_text(PROFILES)
     pytester.makepyfile(test_suite=SUITE)
 
