@@ -226,13 +226,14 @@ def regression_notes(
     then = (baseline or {}).get("capacity") or {}
     axis = "req/s" if measured.get("axis") == "request_rate" else "concurrency"
     where_now = _broken_words(now, axis)
-    where_then = _broken_words(then, axis) if then else "not recorded"
-    return (f"SLO broke at {where_now}; in the baseline at {where_then}",)
+    if not then:
+        return (f"SLO {where_now}; the baseline has no curve to compare with",)
+    return (f"SLO {where_now}; in the baseline {_broken_words(then, axis)}",)
 
 
 def _broken_words(capacity: Mapping[str, Any], axis: str) -> str:
     at = capacity.get("broken_at")
     if at is None:
-        return "no step"
+        return "not broken at any step"
     broken = ", ".join(capacity.get("broken") or ()) or "an SLO"
-    return f"{axis} {at:g} ({broken})"
+    return f"broke at {axis} {at:g} ({broken})"

@@ -96,7 +96,7 @@ def test_sweep_records_its_curve_passes_again_and_fails_naming_the_step(
     halved.assert_outcomes(failed=1)
     halved.stdout.fnmatch_lines(
         [
-            "*SLO broke at req/s * (p99_ttft_ms <= 200); in the baseline at req/s * "
+            "*SLO broke at req/s * (p99_ttft_ms <= 200); in the baseline broke at req/s * "
             "(p99_ttft_ms <= 200)*",
             "*capacity_at_slo * -*% * ±15% * REGRESSED*",
         ]
