@@ -3,6 +3,10 @@ a rerun passes, and one engine change that halves nothing about a single request
 the batch (`--max-num-seqs 2`) lowers the capacity at SLO and fails, naming the step. The
 plain `medium` profile (request rate inf) runs beside it, so the same change on a peak
 throughput gate is shown next to the capacity gate.
+
+Capacity at SLO is a tail latency under load: on a machine shared with other work it moves
+far more than peak throughput (docs/sweeps.md), so this test needs a machine whose load is
+steady over its ~8 minutes.
 """
 
 from __future__ import annotations
@@ -68,7 +72,9 @@ def test_sweep_records_passes_and_fails_on_a_smaller_batch(tmp_path: Path) -> No
 
     again = _suite(baselines)
     assert again.startswith("exit 0"), again
-    assert _verdicts(again) == dict.fromkeys(PROFILES, "pass"), again
+    # "improved" passes as well: on a shared two-core machine back-to-back sweeps found
+    # 7.9 and 57 req/s (the other work on the machine, not the engine, moved).
+    assert set(_verdicts(again).values()) <= {"pass", "improved"}, again
 
     # One sweep is evidence enough here (a confirming rerun would repeat the whole sweep).
     smaller = _suite(baselines, "--engine-args=--max-num-seqs 2", "--llmperf-confirm=0")
