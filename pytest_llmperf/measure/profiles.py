@@ -82,6 +82,7 @@ def sweep_definition(sweep: SweepSpec, slos: tuple[Slo, ...]) -> dict[str, Any]:
             factor=sweep.factor,
             resolution=sweep.resolution,
             max_load=sweep.max_load,
+            **({"min_load": sweep.min_load} if sweep.min_load else {}),
         )
     definition["max_steps"] = sweep.max_steps
     definition["slo"] = {slo.metric: slo.limit for slo in slos}
@@ -148,7 +149,16 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     return WorkloadProfile(name=name, **data)
 
 
-_SWEEP_KEYS = ("axis", "loads", "start", "factor", "max_steps", "resolution", "max_load")
+_SWEEP_KEYS = (
+    "axis",
+    "loads",
+    "start",
+    "factor",
+    "max_steps",
+    "resolution",
+    "max_load",
+    "min_load",
+)
 
 
 def _sweep(where: str, raw: Any) -> SweepSpec | None:
@@ -168,7 +178,7 @@ def _sweep(where: str, raw: Any) -> SweepSpec | None:
         isinstance(x, (int, float)) and not isinstance(x, bool) for x in loads
     ):
         raise ProfileError(f"{where}: sweep.loads must be a list of numbers, got {loads!r}")
-    for key in ("start", "factor", "resolution", "max_load"):
+    for key in ("start", "factor", "resolution", "max_load", "min_load"):
         value = options.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ProfileError(f"{where}: sweep.{key} must be a number, got {value!r}")

@@ -37,6 +37,9 @@ class SweepSpec:
     max_steps: int = 8
     resolution: float = 0.05  # stop bisecting when (above - within) / within is at most this
     max_load: float = 4096.0  # the geometric growth never goes past this
+    # ... and shrinking never below this: each step lasts num_prompts / rate seconds, so an
+    # unbounded shrink on an overloaded server can take many minutes.
+    min_load: float = 0.0
 
     def __post_init__(self) -> None:
         if self.axis not in AXES:
@@ -57,6 +60,8 @@ class SweepSpec:
             raise ConfigError(f"sweep resolution must be > 0, got {self.resolution}")
         if not self.max_load >= self.start:
             raise ConfigError(f"sweep max_load {self.max_load} is below its start {self.start}")
+        if not 0 <= self.min_load <= self.start:
+            raise ConfigError(f"sweep min_load {self.min_load} must be in [0, start {self.start}]")
 
     @property
     def integral(self) -> bool:
@@ -109,7 +114,9 @@ class SweepSearch:
                 return None
             return self._whole(min(within * self.spec.factor, self.spec.max_load), up=True)
         if within is None:  # even the lowest load was past: shrink
-            lower = self._whole(past / self.spec.factor)
+            if past <= self.spec.min_load:
+                return None  # past already at the lowest load allowed
+            lower = max(self._whole(past / self.spec.factor), self.spec.min_load)
             if self.spec.integral and lower >= past:
                 return None  # concurrency 1 is past already: nothing below to find
             return lower

@@ -53,6 +53,13 @@ def test_a_first_step_past_the_boundary_shrinks_the_load() -> None:
     assert search.within <= 3.0 < (search.lowest_past or 0)
 
 
+def test_shrinking_stops_at_min_load() -> None:
+    spec = SweepSpec("request_rate", start=16.0, max_steps=20, min_load=3.0)
+    search = drive(spec, lambda load: True)
+    assert [load for load, _ in search.steps] == [16.0, 8.0, 4.0, 3.0]
+    assert search.within is None
+
+
 def test_concurrency_one_already_past_ends_the_search() -> None:
     search = drive(SweepSpec("max_concurrency", start=1, max_steps=10), lambda load: True)
     assert search.steps == [(1.0, True)]
@@ -80,6 +87,7 @@ def test_explicit_loads_are_measured_in_order_within_the_budget() -> None:
         ({"axis": "max_concurrency", "loads": (1.5,)}, "whole numbers"),
         ({"axis": "request_rate", "loads": (0.0,)}, "positive finite"),
         ({"axis": "max_concurrency", "start": 2.5}, "whole number"),
+        ({"axis": "request_rate", "start": 2.0, "min_load": 4.0}, "min_load 4.0 must be in"),
     ],
 )
 def test_bad_specs_are_refused_naming_the_setting(options: dict[str, object], message: str) -> None:
