@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from pytest_llmperf.settings import add_options, resolve
 if TYPE_CHECKING:
     from pytest_llmperf.engines.session import Target
     from pytest_llmperf.measure.profiles import WorkloadProfile
-    from pytest_llmperf.measure.run import Workloads
+    from pytest_llmperf.measure.run import Measurement, Workloads
 
 SETTINGS = pytest.StashKey[Settings]()
 LEDGER = pytest.StashKey[Ledger]()
@@ -205,8 +205,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         from pytest_llmperf.measure import profiles
 
         known = profiles.builtin_profiles()
-    names = list(settings.profiles) or list(known)
     wanted = _marker_kwargs(metafunc.definition).get("profiles")
+    # A sweep takes minutes and measures another question: it runs when named, not by default.
+    names = list(settings.profiles) or [
+        name for name, p in known.items() if p.sweep is None or name in (wanted or ())
+    ]
     if wanted is not None:
         unknown = [name for name in wanted if name not in known]
         if unknown:
@@ -378,16 +381,29 @@ class LLMPerf:
         headers, api_key = _auth_headers(self.settings)
         progress = _progress_printer(self._request.config, chosen)
 
-        def measure_on(target: Target) -> Any:
-            return lambda: measure(
-                target,
-                chosen,
-                self.workloads,
-                self.settings,
-                headers=headers,
-                api_key=api_key,
-                progress=progress,
-            )
+        def measure_on(target: Target) -> Callable[[], Measurement]:
+            """One measurement of the profile on ``target``: a run, or a sweep's steps."""
+
+            def measure_once(step: WorkloadProfile = chosen) -> Measurement:
+                return measure(
+                    target,
+                    step,
+                    self.workloads,
+                    self.settings,
+                    headers=headers,
+                    api_key=api_key,
+                    progress=progress,
+                )
+
+            def measure_profile() -> Measurement:
+                if chosen.sweep is None:
+                    return measure_once()
+                from pytest_llmperf.gate.sweep import measure_sweep
+
+                workload = self.workloads.workload(chosen, target.embedded)
+                return measure_sweep(chosen, measure_once, workload)
+
+            return measure_profile
 
         failure: str | None = None
         try:

@@ -31,6 +31,8 @@ class ProfileResult:
     machine: dict[str, Any] | None = None  # the measuring machine (fingerprint.as_dict())
     baseline_machine: dict[str, Any] | None = None  # the machine of the baseline compared with
     ab: dict[str, Any] | None = None  # an A/B experiment (gate/ab.py): pairs, ratios, intervals
+    sweep: dict[str, Any] = field(default_factory=dict)  # a sweep's curve (gate.sweep); else {}
+    baseline_sweep: dict[str, Any] | None = None  # the baseline's curve, for the reports
 
     @property
     def machines_differ(self) -> bool:

@@ -19,6 +19,7 @@ from pytest_llmperf.gate import placement, store
 from pytest_llmperf.gate import verdict as judging
 from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.gate.modelkey import check_model
+from pytest_llmperf.gate.sweep import SWEEP_TOLERANCES, regression_notes
 from pytest_llmperf.measure.profiles import WorkloadProfile
 from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
@@ -185,7 +186,7 @@ def run_gate(
     changed = _machine_changes(entry, request.machine)
     if verdict is None and (request.update or entry is None or changed):
         verdict, path = _record_or_refuse(
-            request, places, entry, changed, center, spread, workload, len(runs), path
+            request, places, entry, changed, center, spread, workload, runs, path
         )
     if verdict is None:
         verdict = _judge(request, entry, center, spread, workload, path)
@@ -209,6 +210,9 @@ def run_gate(
             else:
                 verdict = replace(second, confirmed=True)
                 center, spread, runs = again_center, again_spread, again
+        if runs[-1].sweep and verdict.comparisons:
+            steps = regression_notes(entry.sweep if entry else None, runs[-1].sweep)
+            verdict = replace(verdict, notes=(*verdict.notes, *steps))
     return ProfileResult(
         nodeid=request.nodeid,
         engine=request.target.engine,
@@ -229,6 +233,8 @@ def run_gate(
         series=runs[-1].series,
         machine=_machine_record(request),
         baseline_machine=entry.machine if entry is not None else None,
+        sweep=runs[-1].sweep,
+        baseline_sweep=entry.sweep if entry is not None else None,
     )
 
 
@@ -262,7 +268,7 @@ def _record_or_refuse(
     center: Mapping[str, Any],
     spread: Mapping[str, float],
     workload: Mapping[str, Any],
-    runs: int,
+    runs: Sequence[Measurement],
     found_at: Path,
 ) -> tuple[Verdict | None, Path]:
     """Write this machine's numbers (``--update-baselines``, or a first run outside CI), or
@@ -413,7 +419,7 @@ def _entry(
     center: Mapping[str, Any],
     spread: Mapping[str, float],
     workload: Mapping[str, Any],
-    runs: int,
+    runs: Sequence[Measurement],
 ) -> dict[str, Any]:
     numeric = {
         key: value
@@ -427,7 +433,7 @@ def _entry(
         "command": request.target.command
         if not request.target.embedded
         else _portable_command(request.target),
-        "runs": runs,
+        "runs": len(runs),
         "workload": dict(workload),
         "metrics": numeric,
     }
@@ -436,6 +442,9 @@ def _entry(
         entry["machine"] = machine
     if spread:
         entry["spread"] = {key: spread[key] for key in sorted(spread) if key in numeric}
+    if runs[-1].sweep:  # the whole curve, and the capacity metrics gated by default
+        entry["sweep"] = runs[-1].sweep
+        entry["tolerances"] = dict(SWEEP_TOLERANCES)
     return entry
 
 

@@ -41,6 +41,7 @@ _ENTRY_ORDER = (
     "metrics",
     "spread",
     "tolerances",
+    "sweep",
 )
 _VARIANT_ORDER = ("command", "model", "engine_version", "status", "error", "note", "profiles")
 
@@ -76,6 +77,7 @@ class BaselineEntry:
     spread: dict[str, float]
     runs: int
     machine: dict[str, Any] | None = None  # fingerprint.as_dict() of the measuring machine
+    sweep: dict[str, Any] | None = None  # a sweep profile's curve and capacity (gate.sweep)
 
 
 def _fail(path: Path, where: str, problem: str) -> BaselineError:
@@ -153,6 +155,9 @@ def parse_entry(path: Path, profile: str, raw: Any) -> BaselineEntry:
     machine = raw.get("machine")
     if machine is not None and not isinstance(machine, dict):
         raise _fail(path, f"{where}.machine", "expected a mapping (the machine's fingerprint)")
+    sweep = raw.get("sweep")
+    if sweep is not None and not isinstance(sweep, dict):
+        raise _fail(path, f"{where}.sweep", "expected a mapping (a sweep's curve and capacity)")
     return BaselineEntry(
         profile=profile,
         status=status,
@@ -165,6 +170,7 @@ def parse_entry(path: Path, profile: str, raw: Any) -> BaselineEntry:
         spread=_number_map(path, f"{where}.spread", raw.get("spread")),
         runs=runs,
         machine=machine,
+        sweep=sweep,
     )
 
 
@@ -210,6 +216,8 @@ def _rounded(value: Any) -> Any:
         return float(f"{value:.6g}")
     if isinstance(value, dict):
         return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
     return value
 
 
@@ -302,8 +310,9 @@ def record_entry(
             new_entry["tolerances"] = previous["tolerances"]  # a reviewer's edits win
         new_entry.setdefault("tolerances", dict(DEFAULT_TOLERANCES))
         new_entry["metrics"] = _rounded(new_entry.get("metrics", {}))
-        if "spread" in new_entry:
-            new_entry["spread"] = _rounded(new_entry["spread"])
+        for rounded in ("spread", "sweep"):
+            if rounded in new_entry:
+                new_entry[rounded] = _rounded(new_entry[rounded])
         profiles[profile] = new_entry
         section["profiles"] = dict(sorted(profiles.items()))
         if variant is not None:

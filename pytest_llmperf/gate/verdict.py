@@ -17,11 +17,11 @@ from pytest_llmperf.errors import BaselineError
 from pytest_llmperf.gate.store import DEFAULT_TOLERANCES, BaselineEntry
 from pytest_llmperf.models import Direction, MetricComparison, Outcome, Verdict
 
-_HIGHER_IS_BETTER = re.compile(r"(throughput|_per_s|goodput|^completed$)")
+_HIGHER_IS_BETTER = re.compile(r"(throughput|_per_s|goodput|capacity|^completed$)")
 
 
 def direction_of(metric: str) -> Direction:
-    """Throughputs improve upwards; latencies, durations and failure counts downwards."""
+    """Throughputs and capacities improve upwards; latencies, durations, failures downwards."""
     if _HIGHER_IS_BETTER.search(metric):
         return Direction.HIGHER_IS_BETTER
     return Direction.LOWER_IS_BETTER

@@ -1,13 +1,14 @@
 """Load generator: streams requests the way ``vllm bench serve`` does and times every chunk.
 
-What it reproduces (metrics-spec §1, §2, §5): a precomputed gamma arrival schedule, a FIFO
-concurrency cap, ``start_time`` read after the cap admits a request and before the POST, a
-token chunk being any SSE event whose ``choices`` list is non-empty (so the chat role chunk
-is the first token), TTFT at the first token chunk, one ITL sample per later token chunk,
-latency ending at the last token chunk, and token counts from the trailing usage chunk.
-Unlike vLLM's client, usage is also read from a chunk that carries choices (MindIE and older
-llama-server builds send it with the last token, MindIE whatever ``stream_options`` says);
-the last usage seen wins.
+What it reproduces (metrics-spec §1, §2, §5): a precomputed gamma arrival schedule
+(``arrivals``: the same gaps as vLLM's for the same seed), a FIFO concurrency cap,
+``start_time`` read after the cap admits a request and before the POST, a token chunk being
+any SSE event whose ``choices`` list is non-empty (so the chat role chunk is the first
+token), TTFT at the first token chunk, one ITL sample per later token chunk, latency ending
+at the last token chunk, and token counts from the trailing usage chunk. Unlike vLLM's
+client, usage is also read from a chunk that carries choices (MindIE and older llama-server
+builds send it with the last token, MindIE whatever ``stream_options`` says); the last usage
+seen wins.
 
 Where it deliberately differs, each without effect on vLLM-shaped streams except as noted:
 
@@ -21,9 +22,6 @@ Where it deliberately differs, each without effect on vLLM-shaped streams except
 - An event carrying an ``error`` object (how vLLM reports a failure after the stream began,
   e.g. when its engine core dies) fails the request with the server's message; vLLM's
   client skips such an event and counts the request as a success with a cut-short output.
-- The arrival gaps come from Python's ``random.Random(seed).gammavariate`` (this module
-  stays numpy-free), vLLM draws them from NumPy's global generator: same distribution and
-  normalisation, different individual gaps for the same seed.
 - Payloads leave out vLLM's no-op ``repetition_penalty: 1.0`` and ``logprobs: null``, which
   strict OpenAI-compatible servers may reject; ``min_tokens`` is added where the engine takes
   it, to pin output lengths (engines.md §0 rule 5).
@@ -37,17 +35,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import itertools
 import json
 import math
-import random
 import sys
 import time
 from array import array
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -57,6 +53,9 @@ from pytest_llmperf.escape import printable
 from pytest_llmperf.measure.http1 import StreamingTransport
 from pytest_llmperf.measure.sse import SSEParser
 from pytest_llmperf.models import RequestRecord, SampleRequest
+
+if TYPE_CHECKING:
+    from pytest_llmperf.measure.arrivals import RampUp
 
 __all__ = [
     "CHAT_ENDPOINT",
@@ -96,6 +95,7 @@ class LoadConfig:
     burstiness: float = 1.0
     max_concurrency: int | None = None
     seed: int = 0
+    ramp_up: RampUp | None = None  # vLLM's ramp-up; request_rate must then be inf
     num_warmups: int = 0  # copies of the first request, sent first and not measured
     request_timeout: float = 600.0  # per request, from start_time to the end of the stream
     quirks: RequestQuirks = field(default_factory=RequestQuirks)
@@ -116,6 +116,11 @@ class LoadConfig:
             )
         if not self.burstiness > 0:
             raise ConfigError(f"burstiness must be > 0, got {self.burstiness}")
+        if self.ramp_up is not None and not math.isinf(self.request_rate):
+            raise ConfigError(
+                "a ramp-up sets the rate itself (as in vllm bench serve); leave request_rate at "
+                f"inf, got {self.request_rate}"
+            )
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be >= 1 or None, got {self.max_concurrency}")
         if self.num_warmups < 0:
@@ -142,32 +147,17 @@ class LoadResult:
 
 
 def arrival_offsets(
-    n: int, request_rate: float, burstiness: float = 1.0, seed: int = 0
+    n: int,
+    request_rate: float,
+    burstiness: float = 1.0,
+    seed: int = 0,
+    ramp_up: RampUp | None = None,
 ) -> list[float]:
-    """Send times of ``n`` requests, in seconds after the start (metrics-spec §1.1).
+    """Send times of ``n`` requests (see :func:`arrivals.arrival_offsets`)."""
+    # Imported here: the schedule needs NumPy, this module's import does not.
+    from pytest_llmperf.measure import arrivals
 
-    Gaps are Gamma(shape=burstiness, scale=1/(rate*burstiness)), so the mean gap is 1/rate;
-    the offsets are their running sum (the first offset is the first gap, not 0), scaled so
-    the last one is exactly ``n / request_rate``. An infinite rate gives all zeros; an
-    infinite burstiness gives evenly spaced requests.
-    """
-    if n <= 0:
-        return []
-    if not request_rate > 0 or not burstiness > 0:
-        raise ConfigError("request_rate and burstiness must be > 0")
-    if math.isinf(request_rate):
-        return [0.0] * n
-    if math.isinf(burstiness):
-        gaps = [1.0 / request_rate] * n
-    else:
-        draw = random.Random(seed).gammavariate
-        scale = 1.0 / (request_rate * burstiness)
-        gaps = [draw(burstiness, scale) for _ in range(n)]
-    offsets = list(itertools.accumulate(gaps))
-    if offsets[-1] != 0:
-        factor = (n / request_rate) / offsets[-1]
-        offsets = [offset * factor for offset in offsets]
-    return offsets
+    return arrivals.arrival_offsets(n, request_rate, burstiness, seed, ramp_up)
 
 
 def request_payload(config: LoadConfig, request: SampleRequest) -> dict[str, Any]:
@@ -537,7 +527,9 @@ async def run_load_async(
         no usage; without it, the number of token chunks is used.
     :param transport: an httpx transport to use instead of ``StreamingTransport``.
     """
-    offsets = arrival_offsets(len(requests), config.request_rate, config.burstiness, config.seed)
+    offsets = arrival_offsets(
+        len(requests), config.request_rate, config.burstiness, config.seed, config.ramp_up
+    )
 
     def body(i: int) -> bytes:
         return _encode(request_payload(config, requests[i]))

@@ -16,7 +16,9 @@ from typing import Any
 
 import yaml
 
-from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.errors import ConfigError, ProfileError
+from pytest_llmperf.measure.slo import Slo, parse_slos
+from pytest_llmperf.measure.sweep import SweepSpec
 
 DATASETS = ("random", "sharegpt")
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
@@ -40,6 +42,10 @@ class WorkloadProfile:
     # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
     # few enough that the whole suite runs in minutes. Not part of the workload's identity.
     embedded_num_prompts: int | None = None
+    # A sweep profile measures one run per load of ``sweep`` (docs/sweeps.md), judged by ``slo``.
+    sweep: SweepSpec | None = None
+    slo: tuple[Slo, ...] = ()
+    goodput: tuple[tuple[str, float], ...] = ()  # vLLM's --goodput, in ms: (("ttft", 2000),)
 
     def scaled(self, num_prompts: int | None) -> WorkloadProfile:
         """The same workload with fewer (or more) prompts; recorded as such in results."""
@@ -60,7 +66,27 @@ class WorkloadProfile:
             "max_concurrency": self.max_concurrency,
             "endpoint": self.endpoint,
             "range_ratio": self.range_ratio,
+            # Only when set, so that the workloads of plain profiles keep their recorded shape.
+            **({"goodput": dict(self.goodput)} if self.goodput else {}),
+            **({"sweep": sweep_definition(self.sweep, self.slo)} if self.sweep else {}),
         }
+
+
+def sweep_definition(sweep: SweepSpec, slos: tuple[Slo, ...]) -> dict[str, Any]:
+    definition: dict[str, Any] = {"axis": sweep.axis}
+    if sweep.explicit:
+        definition["loads"] = list(sweep.loads)
+    else:
+        definition.update(
+            start=sweep.start,
+            factor=sweep.factor,
+            resolution=sweep.resolution,
+            max_load=sweep.max_load,
+            **({"min_load": sweep.min_load} if sweep.min_load else {}),
+        )
+    definition["max_steps"] = sweep.max_steps
+    definition["slo"] = {slo.metric: slo.limit for slo in slos}
+    return definition
 
 
 _FIELDS = {f.name for f in dataclasses.fields(WorkloadProfile)} - {"name"}
@@ -116,7 +142,83 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     ratio = data.get("range_ratio", 0.0)
     if not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
         raise ProfileError(f"{source}: profile {name!r}: range_ratio must be in [0, 1)")
+    where = f"{source}: profile {name!r}"
+    data["sweep"] = _sweep(where, data.get("sweep"))
+    data["slo"] = _slos(where, data.get("slo"), data["sweep"])
+    data["goodput"] = _goodput(where, data.get("goodput"))
     return WorkloadProfile(name=name, **data)
+
+
+_SWEEP_KEYS = (
+    "axis",
+    "loads",
+    "start",
+    "factor",
+    "max_steps",
+    "resolution",
+    "max_load",
+    "min_load",
+)
+
+
+def _sweep(where: str, raw: Any) -> SweepSpec | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: sweep must be a mapping (axis, loads or start, ...)")
+    unknown = sorted(set(raw) - set(_SWEEP_KEYS))
+    if unknown:
+        raise ProfileError(
+            f"{where}: sweep: unknown key(s) {', '.join(map(str, unknown))}; "
+            f"valid keys are {', '.join(_SWEEP_KEYS)}"
+        )
+    options = dict(raw)
+    loads = options.pop("loads", [])
+    if not isinstance(loads, list) or not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in loads
+    ):
+        raise ProfileError(f"{where}: sweep.loads must be a list of numbers, got {loads!r}")
+    for key in ("start", "factor", "resolution", "max_load", "min_load"):
+        value = options.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ProfileError(f"{where}: sweep.{key} must be a number, got {value!r}")
+        if value is not None:
+            options[key] = float(value)
+    steps = options.get("max_steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
+        raise ProfileError(f"{where}: sweep.max_steps must be a whole number, got {steps!r}")
+    try:
+        return SweepSpec(loads=tuple(float(x) for x in loads), **options)
+    except (ConfigError, TypeError) as exc:
+        raise ProfileError(f"{where}: {exc}") from None
+
+
+def _slos(where: str, raw: Any, sweep: SweepSpec | None) -> tuple[Slo, ...]:
+    if raw is None:
+        return ()
+    if sweep is None:
+        raise ProfileError(
+            f"{where}: slo needs a sweep (an SLO judges the steps of a sweep); add a 'sweep:' "
+            "mapping or remove 'slo:'"
+        )
+    try:
+        return parse_slos(raw, where)
+    except ConfigError as exc:
+        raise ProfileError(str(exc)) from None
+
+
+def _goodput(where: str, raw: Any) -> tuple[tuple[str, float], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: goodput must be a mapping such as {{ttft: 2000, tpot: 100}}")
+    # Imported here: metrics needs NumPy, which reading profiles otherwise does not.
+    from pytest_llmperf.measure.metrics import validate_goodput_slos
+
+    try:
+        return tuple(validate_goodput_slos(raw).items())
+    except ValueError as exc:
+        raise ProfileError(f"{where}: {exc}") from None
 
 
 def parse_profiles(text: str, source: str) -> dict[str, WorkloadProfile]:

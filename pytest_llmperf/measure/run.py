@@ -34,6 +34,8 @@ class Measurement:
     notes: tuple[str, ...] = ()
     series: dict[str, Any] = field(default_factory=dict)  # series.summarize(): for the plots
     samples: dict[str, int] = field(default_factory=dict)  # metrics.sample_counts()
+    # A sweep's steps and what they add up to (gate.sweep.measure_sweep); empty for a run.
+    sweep: dict[str, Any] = field(default_factory=dict)
 
 
 class Workloads:
@@ -130,7 +132,9 @@ def measure(
         target.check_alive()
     else:
         target.check_serving()  # failed requests may be the engine dying under the load
-    computed = metrics.compute_metrics(result.records, result.duration)
+    computed = metrics.compute_metrics(
+        result.records, result.duration, goodput_slos_ms=dict(profile.goodput) or None
+    )
     return Measurement(
         metrics=computed,
         workload=workloads.workload(profile, target.embedded),

@@ -7,7 +7,9 @@ offline and as a CI artifact):
 - measured against baseline, per test: each metric's change in percent, coloured by verdict,
   with the allowed change of the gated metrics marked on their worse side;
 - throughput over the run per profile: output tokens per second, one line per configuration;
-- the trend of the history file, when there is one.
+- the trend of the history file, when there is one;
+- per sweep profile: its steps' table, latency against load with the SLO lines and the
+  baseline's curve, and the Pareto front (``sweep_plots``).
 """
 
 from __future__ import annotations
@@ -340,10 +342,28 @@ def render(
             "Throughput over the run", "throughput", throughput_figure, with_series, colours
         )
     )
+    sections.extend(_sweep_sections(results))
     if history:
         sections.append("<h2>Trend</h2>")
         sections.append(_div(trend_figure(history), "trend"))
     return _page("pytest-llmperf report", meta_line, sections)
+
+
+def _sweep_sections(results: Sequence[ProfileResult]) -> list[str]:
+    """Per sweep: its table, the latency curve against load and the Pareto front."""
+    from pytest_llmperf.reports.sweep_plots import curve_figure, pareto_figure
+    from pytest_llmperf.reports.sweep_table import sweep_table
+
+    sweeps = [(index, r) for index, r in enumerate(results) if r.sweep]
+    if not sweeps:
+        return []
+    sections = ["<h2>Sweeps</h2>"]
+    for index, result in sweeps:
+        sections.append(f"<h3>{html.escape(result.label)}/{html.escape(result.profile)}</h3>")
+        sections.append(html_table(sweep_table(result.sweep, result.baseline_sweep)))
+        sections.append(_div(curve_figure(result), f"sweep-curve-{index}"))
+        sections.append(_div(pareto_figure(result), f"sweep-pareto-{index}"))
+    return sections
 
 
 def write(path: Path, page: str) -> None:

@@ -93,6 +93,10 @@ def session_markdown(view: SessionView, *, title: str = "pytest-llmperf") -> str
             f"- {md_code(name)}: {md_code(error)}" for name, error in ledger.failed_starts.items()
         )
         lines.append("")
+    from pytest_llmperf.reports.sweep_table import sweep_tables
+
+    for name, table in sweep_tables(ledger.results):
+        lines.extend([f"### Sweep {md_text(name)}", "", table.markdown(), ""])
     if view.compares_configurations:
         lines.append(
             f"### Against {md_text(view.reference or '')}: total token throughput and mean TPOT"

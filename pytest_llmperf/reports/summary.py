@@ -91,6 +91,10 @@ def terminal_lines(ledger: Ledger, *, verbose: bool, settings: Settings | None =
     if any(r.machines_differ for r in ledger.results):
         lines.append("")
         lines.extend(machine_lines(ledger.results))
+    from pytest_llmperf.reports.sweep_table import sweep_tables
+
+    for name, table in sweep_tables(ledger.results):
+        lines.extend(["", f"{name}: sweep", table.text()])
     if verbose:
         from pytest_llmperf.reports.vllm_block import format_result_block
 

@@ -291,7 +291,8 @@ def number(text: str, kind: type) -> int | float:
 
 def case_of(comment: str | None, figures: dict[str, int | float], concurrency: int | None) -> str:
     """The built-in profile a block measured, from the comment above it and its own figures."""
-    profiles = builtin_profiles()
+    # The documents measured single runs; a sweep of the same shape is not one of them.
+    profiles = {n: p for n, p in builtin_profiles().items() if p.sweep is None}
 
     def find(**want: Any) -> str:
         found = [
