@@ -1,5 +1,7 @@
 """The prompts of a workload: token-exact random prompts and ShareGPT conversations.
 
+(Shared-prefix prompts live in ``shared_prefix``; ``build_requests`` below picks either.)
+
 Both follow `vllm bench serve` (0.32) draw for draw, so that the same profile and seed send the
 same prompts as vLLM's own benchmark and the numbers stay comparable:
 
@@ -30,6 +32,7 @@ import numpy as np
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.measure.profiles import WorkloadProfile
+from pytest_llmperf.measure.shared_prefix import shared_prefix_requests
 from pytest_llmperf.measure.tokenizer import Tokenizer, load_tokenizer
 from pytest_llmperf.models import SampleRequest
 
@@ -541,5 +544,20 @@ def build_requests(
             num_prompts=profile.num_prompts,
             seed=profile.seed,
             output_len=profile.output_len,
+        )
+    if profile.dataset == "shared-prefix":
+        if None in (profile.num_prefixes, profile.prefix_len, profile.suffix_len):
+            raise ConfigError(
+                f"profile {profile.name!r}: shared-prefix needs num_prefixes, prefix_len and "
+                "suffix_len"
+            )
+        return shared_prefix_requests(
+            tokenizer,
+            num_prompts=profile.num_prompts,
+            num_prefixes=profile.num_prefixes or 0,
+            prefix_len=profile.prefix_len or 0,
+            suffix_len=profile.suffix_len or 0,
+            output_len=profile.output_len or 0,
+            seed=profile.seed,
         )
     raise ConfigError(f"profile {profile.name!r}: unknown dataset {profile.dataset!r}")

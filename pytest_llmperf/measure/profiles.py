@@ -18,7 +18,7 @@ import yaml
 
 from pytest_llmperf.errors import ProfileError
 
-DATASETS = ("random", "sharegpt")
+DATASETS = ("random", "sharegpt", "shared-prefix")
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 BUILTIN_FILE = "profiles.yaml"
 
@@ -36,6 +36,11 @@ class WorkloadProfile:
     max_concurrency: int | None = None
     endpoint: str = "/v1/chat/completions"
     range_ratio: float = 0.0
+    # shared-prefix only: num_prefixes prefixes of prefix_len tokens, each followed by a
+    # suffix_len-token suffix of its own; num_prompts / num_prefixes requests share each.
+    num_prefixes: int | None = None
+    prefix_len: int | None = None
+    suffix_len: int | None = None
     description: str = ""
     # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
     # few enough that the whole suite runs in minutes. Not part of the workload's identity.
@@ -43,6 +48,9 @@ class WorkloadProfile:
 
     def scaled(self, num_prompts: int | None) -> WorkloadProfile:
         """The same workload with fewer (or more) prompts; recorded as such in results."""
+        if num_prompts is not None and self.num_prefixes:
+            # Every prefix keeps the same number of requests: round down to a multiple.
+            num_prompts = max(self.num_prefixes, num_prompts - num_prompts % self.num_prefixes)
         if num_prompts is None or num_prompts == self.num_prompts:
             return self
         return dataclasses.replace(self, num_prompts=num_prompts)
@@ -60,6 +68,16 @@ class WorkloadProfile:
             "max_concurrency": self.max_concurrency,
             "endpoint": self.endpoint,
             "range_ratio": self.range_ratio,
+            # Only where they apply, so the other profiles' stored workloads stay equal.
+            **(
+                {
+                    "num_prefixes": self.num_prefixes,
+                    "prefix_len": self.prefix_len,
+                    "suffix_len": self.suffix_len,
+                }
+                if self.dataset == "shared-prefix"
+                else {}
+            ),
         }
 
 
@@ -73,6 +91,35 @@ def _positive_int(source: str, name: str, key: str, value: Any, *, optional: boo
         raise ProfileError(
             f"{source}: profile {name!r}: {key} must be a positive integer, got {value!r}"
         )
+
+
+_PREFIX_KEYS = ("num_prefixes", "prefix_len", "suffix_len")
+
+
+def _check_shared_prefix(source: str, name: str, data: dict[str, Any]) -> None:
+    shared = data["dataset"] == "shared-prefix"
+    if not shared:
+        stray = [key for key in _PREFIX_KEYS if data.get(key) is not None]
+        if stray:
+            raise ProfileError(
+                f"{source}: profile {name!r}: {', '.join(stray)} only apply to dataset "
+                f"shared-prefix, not {data['dataset']}; remove them or change the dataset"
+            )
+        return
+    if data.get("input_len") is not None:
+        raise ProfileError(
+            f"{source}: profile {name!r}: a shared-prefix prompt is prefix_len + suffix_len "
+            "tokens; remove input_len"
+        )
+    for key in _PREFIX_KEYS:
+        _positive_int(source, name, key, data.get(key), optional=False)
+    for key in ("num_prompts", "embedded_num_prompts"):
+        count = data.get(key)
+        if count is not None and count % data["num_prefixes"]:
+            raise ProfileError(
+                f"{source}: profile {name!r}: {key} {count} is not a multiple of num_prefixes "
+                f"{data['num_prefixes']}; every prefix is shared by the same number of requests"
+            )
 
 
 def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
@@ -101,7 +148,9 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     )
     random_dataset = data["dataset"] == "random"
     _positive_int(source, name, "input_len", data.get("input_len"), optional=not random_dataset)
-    _positive_int(source, name, "output_len", data.get("output_len"), optional=not random_dataset)
+    synthetic = data["dataset"] != "sharegpt"
+    _positive_int(source, name, "output_len", data.get("output_len"), optional=not synthetic)
+    _check_shared_prefix(source, name, data)
     rate = data.get("request_rate", math.inf)
     if rate in ("inf", "infinity"):
         rate = math.inf
