@@ -5,6 +5,7 @@ left in the prefix cache (a fresh salt, or the engine's reset).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from pytest_llmperf.measure.profiles import WorkloadProfile
 from pytest_llmperf.models import RequestRecord, SampleRequest
 
 if TYPE_CHECKING:
+    from pytest_llmperf.measure.engine_metrics import EngineMetricsProbe
     from pytest_llmperf.measure.loadgen import LoadConfig
 
 STANDARD_SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -125,12 +127,18 @@ def measure(
     note = None if target.spec.prefix_cache_salt else reset_prefix_cache(target, headers)
     if note:
         notes.append(note)
-    result = loadgen.run_load(salted(config, target.spec), requests, progress=progress)
+    probe = _engine_probe(target, headers)
+    with probe or contextlib.nullcontext():
+        result = loadgen.run_load(salted(config, target.spec), requests, progress=progress)
+    if probe and probe.note:
+        notes.append(probe.note)
     if all(record.success for record in result.records):
         target.check_alive()
     else:
         target.check_serving()  # failed requests may be the engine dying under the load
     computed = metrics.compute_metrics(result.records, result.duration)
+    # engine_*: next to the client's metrics, so they are recorded, shown and gateable.
+    computed.update(probe.metrics if probe else {})
     return Measurement(
         metrics=computed,
         workload=workloads.workload(profile, target.embedded),
@@ -140,6 +148,14 @@ def measure(
         series=series.summarize(result.records),
         samples=metrics.sample_counts(result.records),
     )
+
+
+def _engine_probe(target: Target, headers: dict[str, str]) -> EngineMetricsProbe | None:
+    """The engine's own counters around the run, where its spec says where they are."""
+    from pytest_llmperf.measure.engine_metrics import EngineMetricsProbe
+
+    names = target.spec.engine_metrics
+    return EngineMetricsProbe(names, target.base_url, headers) if names else None
 
 
 def salted(config: LoadConfig, spec: EngineSpec) -> LoadConfig:
