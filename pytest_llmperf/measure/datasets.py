@@ -521,7 +521,8 @@ def build_requests(
     sharegpt_path: str | os.PathLike[str] | None = None,
 ) -> list[SampleRequest]:
     """The requests of ``profile``, in the order they are to be sent."""
-    if profile.dataset == "random":
+    if profile.dataset in ("random", "multi-turn"):
+        # multi-turn: the user turns, conversation by conversation (measure/multiturn).
         if profile.input_len is None or profile.output_len is None:
             raise ConfigError(f"profile {profile.name!r}: random needs input_len and output_len")
         return random_requests(

@@ -27,7 +27,9 @@ __all__ = ["EngineMetricsProbe", "Snapshot", "deltas", "parse"]
 
 # Seconds between gauge samples during a run: often enough to see a peak of a run that lasts
 # seconds, rare enough that parsing the page (milliseconds) does not compete with the client.
+# The first sample is taken sooner and the gap doubles up to the interval.
 SAMPLE_INTERVAL_S = 1.0
+FIRST_SAMPLE_S = 0.1
 
 # Counters settle after the last response: the engine records a step's stats around the time
 # it sends the tokens. Scrape again until two reads agree, at most this many times.
@@ -161,7 +163,11 @@ class EngineMetricsProbe:
         return parse(body)
 
     def _sample(self) -> None:
-        while not self._stop.wait(self._interval):
+        # The first samples come quickly and then less often, so that a run lasting well
+        # under a second still shows its peak, and a long one is read once a second.
+        gap = min(FIRST_SAMPLE_S, self._interval)
+        while not self._stop.wait(gap):
+            gap = min(2 * gap, self._interval)
             try:
                 self._samples.append(self._read())
             except (httpx.HTTPError, ValueError):

@@ -18,7 +18,7 @@ import yaml
 
 from pytest_llmperf.errors import ProfileError
 
-DATASETS = ("random", "sharegpt", "shared-prefix")
+DATASETS = ("random", "sharegpt", "shared-prefix", "multi-turn")
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 BUILTIN_FILE = "profiles.yaml"
 
@@ -41,6 +41,9 @@ class WorkloadProfile:
     num_prefixes: int | None = None
     prefix_len: int | None = None
     suffix_len: int | None = None
+    # multi-turn only: num_prompts / turns conversations of `turns` requests each, a user turn
+    # of input_len tokens, an answer of output_len; max_concurrency counts conversations.
+    turns: int | None = None
     description: str = ""
     # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
     # few enough that the whole suite runs in minutes. Not part of the workload's identity.
@@ -48,9 +51,11 @@ class WorkloadProfile:
 
     def scaled(self, num_prompts: int | None) -> WorkloadProfile:
         """The same workload with fewer (or more) prompts; recorded as such in results."""
-        if num_prompts is not None and self.num_prefixes:
-            # Every prefix keeps the same number of requests: round down to a multiple.
-            num_prompts = max(self.num_prefixes, num_prompts - num_prompts % self.num_prefixes)
+        group = self.num_prefixes or self.turns
+        if num_prompts is not None and group:
+            # Every prefix keeps the same number of requests, every conversation its turns:
+            # round down to a multiple.
+            num_prompts = max(group, num_prompts - num_prompts % group)
         if num_prompts is None or num_prompts == self.num_prompts:
             return self
         return dataclasses.replace(self, num_prompts=num_prompts)
@@ -78,6 +83,7 @@ class WorkloadProfile:
                 if self.dataset == "shared-prefix"
                 else {}
             ),
+            **({"turns": self.turns} if self.dataset == "multi-turn" else {}),
         }
 
 
@@ -122,6 +128,29 @@ def _check_shared_prefix(source: str, name: str, data: dict[str, Any]) -> None:
             )
 
 
+def _check_turns(source: str, name: str, data: dict[str, Any]) -> None:
+    if data["dataset"] != "multi-turn":
+        if data.get("turns") is not None:
+            raise ProfileError(
+                f"{source}: profile {name!r}: turns only applies to dataset multi-turn, not "
+                f"{data['dataset']}; remove it or change the dataset"
+            )
+        return
+    _positive_int(source, name, "turns", data.get("turns"), optional=False)
+    if data.get("endpoint", ENDPOINTS[0]) != "/v1/chat/completions":
+        raise ProfileError(
+            f"{source}: profile {name!r}: multi-turn sends a chat history; use the endpoint "
+            "/v1/chat/completions"
+        )
+    for key in ("num_prompts", "embedded_num_prompts"):
+        count = data.get(key)
+        if count is not None and count % data["turns"]:
+            raise ProfileError(
+                f"{source}: profile {name!r}: {key} {count} is not a multiple of turns "
+                f"{data['turns']}; num_prompts counts every turn of every conversation"
+            )
+
+
 def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     if not isinstance(raw, dict):
         raise ProfileError(f"{source}: profile {name!r} must be a mapping of settings")
@@ -146,11 +175,12 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     _positive_int(
         source, name, "embedded_num_prompts", data.get("embedded_num_prompts"), optional=True
     )
-    random_dataset = data["dataset"] == "random"
+    random_dataset = data["dataset"] in ("random", "multi-turn")
     _positive_int(source, name, "input_len", data.get("input_len"), optional=not random_dataset)
     synthetic = data["dataset"] != "sharegpt"
     _positive_int(source, name, "output_len", data.get("output_len"), optional=not synthetic)
     _check_shared_prefix(source, name, data)
+    _check_turns(source, name, data)
     rate = data.get("request_rate", math.inf)
     if rate in ("inf", "infinity"):
         rate = math.inf

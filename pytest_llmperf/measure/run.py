@@ -97,7 +97,7 @@ def measure(
     progress: Callable[[int, int, int], None] | None = None,
 ) -> Measurement:
     """Warm up, reset the prefix cache, send the profile, compute vLLM's metrics."""
-    from pytest_llmperf.measure import loadgen, metrics, series
+    from pytest_llmperf.measure import loadgen, metrics, multiturn, series
 
     # An engine that died earlier in the session fails this test now, not after timeouts.
     target.check_alive()
@@ -128,8 +128,16 @@ def measure(
     if note:
         notes.append(note)
     probe = _engine_probe(target, headers)
+    unsent, per_turn = 0, {}
     with probe or contextlib.nullcontext():
-        result = loadgen.run_load(salted(config, target.spec), requests, progress=progress)
+        if profile.dataset == "multi-turn":
+            chats = multiturn.run_conversations(
+                salted(config, target.spec), requests, turns=profile.turns or 1
+            )
+            result = loadgen.LoadResult(chats.records, chats.duration)
+            unsent, per_turn = chats.unsent, multiturn.turn_metrics(chats)
+        else:
+            result = loadgen.run_load(salted(config, target.spec), requests, progress=progress)
     if probe and probe.note:
         notes.append(probe.note)
     if all(record.success for record in result.records):
@@ -137,13 +145,16 @@ def measure(
     else:
         target.check_serving()  # failed requests may be the engine dying under the load
     computed = metrics.compute_metrics(result.records, result.duration)
+    computed.update(per_turn)
+    if unsent:
+        computed["failed"] += unsent  # turns after a failed one were never sent
     # engine_*: next to the client's metrics, so they are recorded, shown and gateable.
     computed.update(probe.metrics if probe else {})
     return Measurement(
         metrics=computed,
         workload=workloads.workload(profile, target.embedded),
         errors=_first_errors(result.records),
-        failed=sum(1 for record in result.records if not record.success),
+        failed=unsent + sum(1 for record in result.records if not record.success),
         notes=tuple(notes),
         series=series.summarize(result.records),
         samples=metrics.sample_counts(result.records),
