@@ -485,6 +485,69 @@ def _progress_printer(config: pytest.Config, profile: WorkloadProfile) -> Any:
     return ProgressLine(profile.name, write_line)
 
 
+class LLMPerfScenario(LLMPerf):
+    """An async test's measured request flow: ``await llmperf_scenario.check(name, flow)``.
+
+    ``flow`` is ``async def flow(client)``; it runs in the test's event loop, as often as
+    repeats and confirm reruns ask, and every request it sends through ``client`` (a
+    ``MeasuredClient``) is timed like a profile's. The aggregate is gated against the
+    baseline entry named ``name``, exactly as a profile is.
+    """
+
+    def client(self) -> Any:
+        """A measured client for a flow that is not gated (``async with ... as client``)."""
+        from pytest_llmperf.measure.client import MeasuredClient
+        from pytest_llmperf.measure.scenario import scenario_config
+
+        _, api_key = _auth_headers(self.settings)
+        return MeasuredClient(scenario_config(self.target, self.settings, api_key))
+
+    async def check(  # type: ignore[override]
+        self, name: str, flow: Any, tolerances: dict[str, float] | None = None
+    ) -> ProfileResult:
+        import asyncio
+
+        from pytest_llmperf.gate.loop import run_gate
+        from pytest_llmperf.measure.profiles import WorkloadProfile
+        from pytest_llmperf.measure.scenario import measure_scenario
+
+        loop = asyncio.get_running_loop()
+        headers, api_key = _auth_headers(self.settings)
+        marker_tolerances = _marker_kwargs(self._request.node).get("tolerances")
+        merged = {**(marker_tolerances or {}), **(tolerances or {})} or None
+        # The gate is synchronous: it runs in a worker thread and hands each measurement
+        # back to this loop, where the flow (and whatever the test made for it) lives.
+        profile = WorkloadProfile(name=name, dataset="scenario", num_prompts=1)
+
+        def measure_once() -> Any:
+            work = measure_scenario(
+                name, flow, self.target, self.settings, headers=headers, api_key=api_key
+            )
+            return asyncio.run_coroutine_threadsafe(work, loop).result()
+
+        failure: str | None = None
+        try:
+            result = await asyncio.to_thread(
+                run_gate, self._gate_request(profile, merged), measure_once
+            )
+        except LLMPerfError as exc:
+            failure = _shown(str(exc))
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
+        self._publish(result)
+        self._enforce(result)
+        return result
+
+
+@pytest.fixture
+def llmperf_scenario(
+    request: pytest.FixtureRequest, llmperf_target: Target, llmperf_workloads: Workloads
+) -> LLMPerfScenario:
+    """Gate a request flow the test writes itself (an async test, e.g. with pytest-asyncio):
+    ``await llmperf_scenario.check("tool-loop", flow)``."""
+    return LLMPerfScenario(request, llmperf_target, llmperf_workloads, None)
+
+
 @pytest.fixture
 def llmperf(
     request: pytest.FixtureRequest,

@@ -127,7 +127,7 @@ def measure(
     note = None if target.spec.prefix_cache_salt else reset_prefix_cache(target, headers)
     if note:
         notes.append(note)
-    probe = _engine_probe(target, headers)
+    probe = engine_probe(target, headers)
     unsent, per_turn = 0, {}
     with probe or contextlib.nullcontext():
         if profile.dataset == "multi-turn":
@@ -161,7 +161,7 @@ def measure(
     )
 
 
-def _engine_probe(target: Target, headers: dict[str, str]) -> EngineMetricsProbe | None:
+def engine_probe(target: Target, headers: dict[str, str]) -> EngineMetricsProbe | None:
     """The engine's own counters around the run, where its spec says where they are."""
     from pytest_llmperf.measure.engine_metrics import EngineMetricsProbe
 
