@@ -208,7 +208,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         from pytest_llmperf.measure import profiles
 
         known = profiles.builtin_profiles()
-    names = list(settings.profiles) or list(known)
+    names = list(settings.profiles) or [n for n, p in known.items() if p.by_default]
     wanted = _marker_kwargs(metafunc.definition).get("profiles")
     if wanted is not None:
         unknown = [name for name in wanted if name not in known]

@@ -91,7 +91,7 @@ def add_options(parser: pytest.Parser) -> None:
         profile_names,
         "llmperf_profile",
         "profiles to run, comma-separated (default: all). Built-in: sharegpt, short, "
-        "medium, long, very-long, sharegpt-bs4",
+        "medium, long, very-long, sharegpt-bs4, shared-prefix, multi-turn",
         action="append",
         default=None,
     )

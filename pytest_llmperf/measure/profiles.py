@@ -48,6 +48,9 @@ class WorkloadProfile:
     # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
     # few enough that the whole suite runs in minutes. Not part of the workload's identity.
     embedded_num_prompts: int | None = None
+    # Run when no profile is named (--llmperf-profile). False for workloads added after
+    # baselines existed, so that a session that ran everything runs the same set as before.
+    by_default: bool = True
 
     def scaled(self, num_prompts: int | None) -> WorkloadProfile:
         """The same workload with fewer (or more) prompts; recorded as such in results."""
@@ -192,6 +195,8 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     burstiness = data.get("burstiness", 1.0)
     if not isinstance(burstiness, (int, float)) or burstiness <= 0:
         raise ProfileError(f"{source}: profile {name!r}: burstiness must be positive")
+    if not isinstance(data.get("by_default", True), bool):
+        raise ProfileError(f"{source}: profile {name!r}: by_default must be true or false")
     ratio = data.get("range_ratio", 0.0)
     if not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
         raise ProfileError(f"{source}: profile {name!r}: range_ratio must be in [0, 1)")

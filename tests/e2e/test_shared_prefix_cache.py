@@ -1,14 +1,16 @@
-"""Shared prefixes on real vLLM: the engine's own counters see the prefix cache work, and the
-gate fails a run with the cache turned off against a baseline recorded with it on.
+"""Shared prefixes and conversations on real vLLM: the engine's own counters see the prefix
+cache work, later turns start sooner with it, and the gate fails a run with the cache turned
+off against a baseline recorded with it on.
 
-Two sessions of the plugin, each starting the embedded model on vLLM's CPU build:
+Two sessions of the plugin, each starting the embedded model on vLLM's CPU build and running
+a shared-prefix and a multi-turn profile:
 
-1. caching on (vLLM's default): the shared-prefix workload is recorded as the baseline, with a
-   tolerance on ``engine_prefix_cache_hit_rate`` (read from ``vllm:prefix_cache_hits`` and
-   ``vllm:prefix_cache_queries``); the run's own salt is one for all its requests, so requests
-   sharing a prefix hit each other's blocks;
-2. ``--no-enable-prefix-caching``: the same workload is judged against that baseline, and the
-   hit rate's fall to about 0 fails it.
+1. caching on (vLLM's default): both are recorded as baselines, with a tolerance on
+   ``engine_prefix_cache_hit_rate`` (read from ``vllm:prefix_cache_hits`` and
+   ``vllm:prefix_cache_queries``); a run's salt is one for all its requests, so requests
+   sharing a prefix (or a conversation's history) hit each other's blocks;
+2. ``--no-enable-prefix-caching``: the same workloads are judged against those baselines, and
+   the hit rate's fall to about 0 fails both.
 """
 
 from __future__ import annotations
@@ -32,10 +34,17 @@ profiles:
     suffix_len: 64
     output_len: 4
     num_prompts: 32
+  chat:
+    dataset: multi-turn
+    turns: 3
+    input_len: 1024
+    output_len: 8
+    num_prompts: 12
+    max_concurrency: 4
 """
 
 INNER = """
-def test_shared(llmperf):
+def test_cached(llmperf):
     llmperf.check(tolerances={"engine_prefix_cache_hit_rate": 20.0})
 """
 
@@ -45,7 +54,7 @@ def _session(pytester: pytest.Pytester, tmp_path: Path, name: str, *extra: str) 
     result = pytester.runpytest_subprocess(
         "--engine=vllm",
         "--hardware=cpu",
-        "--llmperf-profile=shared",
+        "--llmperf-profile=shared,chat",
         "--llmperf-confirm=0",
         f"--baseline-dir={tmp_path / 'baselines'}",
         f"--llmperf-json={out}",
@@ -56,9 +65,10 @@ def _session(pytester: pytest.Pytester, tmp_path: Path, name: str, *extra: str) 
     )
     print(name, "\n".join(result.outlines[-15:]))
     document = json.loads(out.read_text())
-    (record,) = document["results"]
-    record["pytest_outcomes"] = result.parseoutcomes()
-    return record
+    records = {record["profile"]: record for record in document["results"]}
+    assert set(records) == {"shared", "chat"}
+    records["pytest"] = result.parseoutcomes()
+    return records
 
 
 def test_hit_rate_seen_and_gated(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -67,21 +77,31 @@ def test_hit_rate_seen_and_gated(pytester: pytest.Pytester, tmp_path: Path) -> N
     pytester.makepyfile(test_shared=INNER)
 
     on = _session(pytester, tmp_path, "caching-on", "--update-baselines")
-    on_metrics = on["metrics"]
-    print("caching on:", {k: v for k, v in on_metrics.items() if k.startswith("engine_")})
-    assert on["outcome"] == "recorded"
-    # 32 prompts of 1088 tokens; each prefix's later requests can find its 64 blocks.
-    assert on_metrics["engine_prefix_cache_queries"] >= 32 * 1088 * 0.9
-    assert on_metrics["engine_prefix_cache_hit_rate"] > 30.0
-    assert on_metrics["engine_peak_running"] >= 1
+    assert on["pytest"].get("passed") == 2
+    shared = on["shared"]["metrics"]
+    print("caching on, shared:", {k: v for k, v in shared.items() if k.startswith("engine_")})
+    assert on["shared"]["outcome"] == "recorded"
+    # 32 prompts of 1088 tokens; each prefix's three later requests can find its 64 blocks.
+    assert shared["engine_prefix_cache_queries"] >= 32 * 1088 * 0.9
+    assert shared["engine_prefix_cache_hit_rate"] > 30.0
+    assert shared["engine_peak_running"] >= 1
+    chat = on["chat"]["metrics"]
+    print("caching on, chat:", {k: v for k, v in chat.items() if k.startswith(("engine_", "turn"))})
+    # From the second turn on, the history (most of each prompt) is in the cache.
+    assert chat["engine_prefix_cache_hit_rate"] > 30.0
     baseline = next((tmp_path / "baselines").rglob("*.yaml")).read_text()
-    assert "engine_prefix_cache_hit_rate" in baseline
+    assert baseline.count("engine_prefix_cache_hit_rate") >= 4  # metric and tolerance, twice
 
     off = _session(pytester, tmp_path, "caching-off", "--engine-args=--no-enable-prefix-caching")
-    off_metrics = off["metrics"]
-    print("caching off:", {k: v for k, v in off_metrics.items() if k.startswith("engine_")})
-    assert off_metrics["engine_prefix_cache_hit_rate"] < 1.0
-    assert off["outcome"] == "regressed", off["notes"]
-    rows = {row["metric"]: row for row in off["comparisons"]}
-    assert rows["engine_prefix_cache_hit_rate"]["status"] == "regressed"
-    assert off["pytest_outcomes"].get("failed") == 1
+    assert off["pytest"].get("failed") == 2
+    for name in ("shared", "chat"):
+        record = off[name]
+        engine = {k: v for k, v in record["metrics"].items() if k.startswith(("engine_", "turn"))}
+        print(f"caching off, {name}:", engine)
+        assert record["metrics"]["engine_prefix_cache_hit_rate"] < 1.0
+        assert record["outcome"] == "regressed", record["notes"]
+        rows = {row["metric"]: row for row in record["comparisons"]}
+        assert rows["engine_prefix_cache_hit_rate"]["status"] == "regressed"
+    # The last turn's prompt is three user turns and two answers: with the cache only its
+    # last 1024 tokens are computed, without it all of them.
+    assert off["chat"]["metrics"]["turn3_mean_ttft_ms"] > chat["turn3_mean_ttft_ms"]

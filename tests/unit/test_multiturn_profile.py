@@ -54,3 +54,24 @@ def test_turns_only_for_multi_turn() -> None:
     text = "profiles:\n  x:\n    dataset: random\n    input_len: 8\n    output_len: 2\n"
     with pytest.raises(ProfileError, match="turns only applies to dataset multi-turn"):
         parse_profiles(text + "    num_prompts: 4\n    turns: 2\n", "my.yaml")
+
+
+def test_new_builtins_run_only_when_named(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile("def test_serving(llmperf):\n    llmperf.check()\n")
+    everything = pytester.runpytest("--collect-only", "-q", "--engine=vllm")
+    assert "shared-prefix" not in everything.stdout.str()
+    assert "multi-turn" not in everything.stdout.str()
+    everything.stdout.fnmatch_lines(["*test_serving[[]sharegpt-bs4[]]"])
+    named = pytester.runpytest(
+        "--collect-only", "-q", "--engine=vllm", "--llmperf-profile=shared-prefix,multi-turn"
+    )
+    named.stdout.fnmatch_lines(
+        ["*test_serving[[]shared-prefix[]]", "*test_serving[[]multi-turn[]]"]
+    )
+    with pytest.raises(ProfileError, match="by_default must be true or false"):
+        parse_profiles(
+            "profiles:\n  x:\n    dataset: random\n    input_len: 8\n    output_len: 2\n"
+            "    num_prompts: 4\n    by_default: maybe\n",
+            "my.yaml",
+        )
