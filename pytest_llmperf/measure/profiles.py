@@ -44,6 +44,7 @@ class WorkloadProfile:
     # multi-turn only: num_prompts / turns conversations of `turns` requests each, a user turn
     # of input_len tokens, an answer of output_len; max_concurrency counts conversations.
     turns: int | None = None
+    think_time: float = 0.0  # multi-turn: seconds a user takes before the next turn
     description: str = ""
     # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
     # few enough that the whole suite runs in minutes. Not part of the workload's identity.
@@ -87,6 +88,7 @@ class WorkloadProfile:
                 else {}
             ),
             **({"turns": self.turns} if self.dataset == "multi-turn" else {}),
+            **({"think_time": self.think_time} if self.think_time else {}),
         }
 
 
@@ -133,13 +135,21 @@ def _check_shared_prefix(source: str, name: str, data: dict[str, Any]) -> None:
 
 def _check_turns(source: str, name: str, data: dict[str, Any]) -> None:
     if data["dataset"] != "multi-turn":
-        if data.get("turns") is not None:
+        stray = [key for key in ("turns", "think_time") if data.get(key) is not None]
+        if stray:
             raise ProfileError(
-                f"{source}: profile {name!r}: turns only applies to dataset multi-turn, not "
-                f"{data['dataset']}; remove it or change the dataset"
+                f"{source}: profile {name!r}: {', '.join(stray)} only applies to dataset "
+                f"multi-turn, not {data['dataset']}; remove it or change the dataset"
             )
         return
     _positive_int(source, name, "turns", data.get("turns"), optional=False)
+    think = data.get("think_time", 0.0)
+    if isinstance(think, bool) or not isinstance(think, (int, float)) or think < 0:
+        raise ProfileError(
+            f"{source}: profile {name!r}: think_time must be a number of seconds >= 0, "
+            f"got {think!r}"
+        )
+    data["think_time"] = float(think)
     if data.get("endpoint", ENDPOINTS[0]) != "/v1/chat/completions":
         raise ProfileError(
             f"{source}: profile {name!r}: multi-turn sends a chat history; use the endpoint "

@@ -132,7 +132,10 @@ def measure(
     with probe or contextlib.nullcontext():
         if profile.dataset == "multi-turn":
             chats = multiturn.run_conversations(
-                salted(config, target.spec), requests, turns=profile.turns or 1
+                salted(config, target.spec),
+                requests,
+                turns=profile.turns or 1,
+                think_time=profile.think_time,
             )
             result = loadgen.LoadResult(chats.records, chats.duration)
             unsent, per_turn = chats.unsent, multiturn.turn_metrics(chats)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 from stream_server import StandInProcess
@@ -58,6 +59,13 @@ def test_each_turn_carries_the_history_and_follows_the_answer(stand_in: StandInP
                 # Sent only after the previous answer's last chunk had gone out.
                 previous = chat[index - 2]
                 assert request["t_recv"] > previous["t_sends"][-1]  # type: ignore[index, operator]
+
+
+def test_think_time_separates_turns(stand_in: StandInProcess) -> None:
+    run_conversations(_config(stand_in), _turns(1, 3), turns=3, think_time=0.2)
+    sent = sorted(stand_in.stats()["requests"], key=lambda r: r["t_recv"])
+    for previous, request in itertools.pairwise(sent):
+        assert request["t_recv"] - previous["t_sends"][-1] >= 0.2
 
 
 def test_conversations_in_parallel_up_to_the_limit(stand_in: StandInProcess) -> None:

@@ -43,6 +43,10 @@ def test_builtin_profile(tiny_model_dir: Path) -> None:
             "use the endpoint /v1/chat/completions",
         ),
         ("output_len: 2\n    num_prompts: 8\n    turns: 2", "input_len must be a positive"),
+        (
+            "input_len: 8\n    output_len: 2\n    num_prompts: 8\n    turns: 2\n    think_time: -1",
+            "think_time must be a number of seconds >= 0, got -1",
+        ),
     ],
 )
 def test_validation(body: str, message: str) -> None:
