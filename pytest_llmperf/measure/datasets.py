@@ -362,6 +362,69 @@ class _ConversationIndex:
             texts.append(turn["value"])
         return texts[0], texts[1]
 
+    def exchanges(self, raw: Any, row: int) -> list[tuple[str, str]]:
+        """Every (question, answer) pair of a conversation, in order; a text that is not a
+        string ends the list there."""
+        raw.seek(self.offsets[row])
+        entry = json.loads(raw.read(self.sizes[row]).decode("utf-8"))
+        values = [t.get("value") if isinstance(t, dict) else None for t in entry["conversations"]]
+        pairs: list[tuple[str, str]] = []
+        for question, answer in zip(values[0::2], values[1::2], strict=False):
+            if not isinstance(question, str) or not isinstance(answer, str):
+                break
+            pairs.append((question, answer))
+        return pairs
+
+
+def sharegpt_conversations(
+    path: str | os.PathLike[str],
+    tokenizer: Tokenizer,
+    *,
+    num_conversations: int,
+    turns: int,
+    seed: int = 0,
+    output_len: int | None = None,
+) -> list[SampleRequest]:
+    """The first ``turns`` exchanges of ShareGPT conversations that have that many, chosen in
+    the order of a seeded shuffle, conversation by conversation (for measure/multiturn).
+
+    Each user turn is a request; its answer length is the recorded answer's token count (or
+    ``output_len``), and generation may stop at EOS, as in the ``sharegpt`` dataset. A turn
+    must fit vLLM's ShareGPT limits on its own (4..1024 tokens, answer at least 4).
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise _missing_file(file, "no such file")
+    index = _ConversationIndex(file)
+    order = list(range(len(index)))
+    random.Random(seed).shuffle(order)
+    chosen: list[SampleRequest] = []
+    found = 0
+    with file.open("rb") as raw:
+        for row in order:
+            if found == num_conversations:
+                break
+            pairs = index.exchanges(raw, row)
+            if len(pairs) < turns:
+                continue
+            chat = []
+            for question, answer in pairs[:turns]:
+                prompt_len = len(tokenizer.encode(question, add_special_tokens=True))
+                out_len = output_len or len(tokenizer.encode(answer, add_special_tokens=True))
+                if not _acceptable(prompt_len, out_len, fixed_output=output_len is not None):
+                    break
+                chat.append(SampleRequest(question, prompt_len, out_len, ignore_eos=False))
+            if len(chat) == turns:
+                chosen.extend(chat)
+                found += 1
+    if found < num_conversations:
+        raise _malformed(
+            file,
+            f"only {found} conversation(s) have {turns} exchanges within the length limits, "
+            f"{num_conversations} are needed; lower turns or num_prompts",
+        )
+    return chosen
+
 
 def _acceptable(prompt_len: int, output_len: int, fixed_output: bool) -> bool:
     if prompt_len < SHAREGPT_MIN_LEN or prompt_len > SHAREGPT_MAX_PROMPT_LEN:
@@ -521,6 +584,20 @@ def build_requests(
     sharegpt_path: str | os.PathLike[str] | None = None,
 ) -> list[SampleRequest]:
     """The requests of ``profile``, in the order they are to be sent."""
+    if profile.dataset == "multi-turn" and profile.user_turns == "sharegpt":
+        if sharegpt_path is None:
+            raise ConfigError(
+                f"profile {profile.name!r} takes its conversations from a ShareGPT file but "
+                f"none was given; {SHAREGPT_OPTION_HINT}; {SHAREGPT_SOURCE_HINT}"
+            )
+        return sharegpt_conversations(
+            sharegpt_path,
+            tokenizer,
+            num_conversations=profile.num_prompts // (profile.turns or 1),
+            turns=profile.turns or 1,
+            seed=profile.seed,
+            output_len=profile.output_len,
+        )
     if profile.dataset in ("random", "multi-turn"):
         # multi-turn: the user turns, conversation by conversation (measure/multiturn).
         if profile.input_len is None or profile.output_len is None:

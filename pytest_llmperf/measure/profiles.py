@@ -45,6 +45,7 @@ class WorkloadProfile:
     # of input_len tokens, an answer of output_len; max_concurrency counts conversations.
     turns: int | None = None
     think_time: float = 0.0  # multi-turn: seconds a user takes before the next turn
+    user_turns: str = "random"  # multi-turn: "random" prompts or "sharegpt" conversations
     description: str = ""
     # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
     # few enough that the whole suite runs in minutes. Not part of the workload's identity.
@@ -89,6 +90,7 @@ class WorkloadProfile:
             ),
             **({"turns": self.turns} if self.dataset == "multi-turn" else {}),
             **({"think_time": self.think_time} if self.think_time else {}),
+            **({"user_turns": self.user_turns} if self.user_turns != "random" else {}),
         }
 
 
@@ -135,7 +137,7 @@ def _check_shared_prefix(source: str, name: str, data: dict[str, Any]) -> None:
 
 def _check_turns(source: str, name: str, data: dict[str, Any]) -> None:
     if data["dataset"] != "multi-turn":
-        stray = [key for key in ("turns", "think_time") if data.get(key) is not None]
+        stray = [key for key in ("turns", "think_time", "user_turns") if data.get(key) is not None]
         if stray:
             raise ProfileError(
                 f"{source}: profile {name!r}: {', '.join(stray)} only applies to dataset "
@@ -150,6 +152,11 @@ def _check_turns(source: str, name: str, data: dict[str, Any]) -> None:
             f"got {think!r}"
         )
     data["think_time"] = float(think)
+    if data.get("user_turns", "random") not in ("random", "sharegpt"):
+        raise ProfileError(
+            f"{source}: profile {name!r}: user_turns must be random or sharegpt, got "
+            f"{data.get('user_turns')!r}"
+        )
     if data.get("endpoint", ENDPOINTS[0]) != "/v1/chat/completions":
         raise ProfileError(
             f"{source}: profile {name!r}: multi-turn sends a chat history; use the endpoint "
@@ -188,9 +195,11 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     _positive_int(
         source, name, "embedded_num_prompts", data.get("embedded_num_prompts"), optional=True
     )
-    random_dataset = data["dataset"] in ("random", "multi-turn")
+    random_dataset = data["dataset"] == "random" or (
+        data["dataset"] == "multi-turn" and data.get("user_turns", "random") == "random"
+    )
     _positive_int(source, name, "input_len", data.get("input_len"), optional=not random_dataset)
-    synthetic = data["dataset"] != "sharegpt"
+    synthetic = random_dataset or data["dataset"] == "shared-prefix"  # no lengths from data
     _positive_int(source, name, "output_len", data.get("output_len"), optional=not synthetic)
     _check_shared_prefix(source, name, data)
     _check_turns(source, name, data)

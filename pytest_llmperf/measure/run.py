@@ -69,7 +69,7 @@ class Workloads:
 
     def workload(self, profile: WorkloadProfile, embedded: bool) -> dict[str, Any]:
         workload = profile.workload()
-        if profile.dataset == "sharegpt":
+        if profile.dataset == "sharegpt" or profile.user_turns == "sharegpt":
             path = self.sharegpt_path(embedded)
             if path is not None and path.name != STANDARD_SHAREGPT:
                 workload["dataset_file"] = path.name  # another file is another workload

@@ -79,3 +79,47 @@ def test_new_builtins_run_only_when_named(pytester: pytest.Pytester) -> None:
             "    num_prompts: 4\n    by_default: maybe\n",
             "my.yaml",
         )
+
+
+def test_sharegpt_conversations(tiny_model_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    import json
+
+    from pytest_llmperf.measure.datasets import sharegpt_conversations, write_synthetic_sharegpt
+
+    path = write_synthetic_sharegpt(tmp_path / "sharegpt.json", conversations=400)
+    tok = load_tokenizer(str(tiny_model_dir), backend="tokenizers")
+    requests = sharegpt_conversations(path, tok, num_conversations=10, turns=2, seed=3)
+    assert len(requests) == 20
+    assert requests == sharegpt_conversations(path, tok, num_conversations=10, turns=2, seed=3)
+    # Each pair is the first two questions of one conversation in the file, with the
+    # recorded answers' lengths.
+    entries = json.loads(path.read_text())
+    questions = {
+        tuple(t["value"] for t in e["conversations"][0:4:2]): e["conversations"]
+        for e in entries
+        if len(e["conversations"]) >= 4
+    }
+    for first, second in zip(requests[0::2], requests[1::2], strict=True):
+        turns = questions[(first.prompt, second.prompt)]
+        answer = turns[3]["value"]
+        assert second.expected_output_len == len(tok.encode(answer, add_special_tokens=True))
+        assert not first.ignore_eos
+
+    profile = parse_profiles(
+        "profiles:\n  chats:\n    dataset: multi-turn\n    user_turns: sharegpt\n"
+        "    turns: 2\n    num_prompts: 8\n",
+        "my.yaml",
+    )["chats"]
+    assert profile.workload()["user_turns"] == "sharegpt"
+    built = build_requests(profile, tok, sharegpt_path=path)
+    assert built == sharegpt_conversations(path, tok, num_conversations=4, turns=2, seed=42)
+
+    with pytest.raises(Exception, match="only 0 conversation\\(s\\) have 9 exchanges"):
+        sharegpt_conversations(path, tok, num_conversations=1, turns=9)
+    with pytest.raises(ProfileError, match="user_turns must be random or sharegpt"):
+        parse_profiles(
+            "profiles:\n  c:\n    dataset: multi-turn\n    user_turns: wiki\n    turns: 2\n"
+            "    num_prompts: 8\n",
+            "my.yaml",
+        )
