@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import httpx
 
 from pytest_llmperf.engines.base import EngineMetricNames
 
-__all__ = ["EngineMetricsProbe", "Snapshot", "deltas", "parse"]
+__all__ = ["EngineMetricsProbe", "Snapshot", "deltas", "families_of", "parse"]
 
 # Seconds between gauge samples during a run: often enough to see a peak of a run that lasts
 # seconds, rare enough that parsing the page (milliseconds) does not compete with the client.
@@ -64,10 +64,37 @@ class Snapshot:
         return (self.maxes if largest else self.sums).get(name)
 
 
-def parse(text: str) -> Snapshot:
-    """A Prometheus text page read by prometheus-client's parser (ValueError when malformed)."""
+_SUFFIXES = ("", "_total", "_sum", "_count")
+
+
+def _wanted_lines(text: str, families: Collection[str]) -> str:
+    """Only the lines of ``families`` (their samples, HELP and TYPE), so the parser reads a
+    few lines instead of every histogram bucket (vLLM's page is about 50 kB)."""
+    names = {family + suffix for family in families for suffix in _SUFFIXES}
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(maxsplit=3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] in names:
+                kept.append(line)
+            continue
+        end = len(line)
+        for mark in ("{", " "):
+            found = line.find(mark)
+            if 0 <= found < end:
+                end = found
+        if line[:end] in names:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def parse(text: str, families: Collection[str] | None = None) -> Snapshot:
+    """A Prometheus text page read by prometheus-client's parser (ValueError when malformed);
+    only ``families`` when given."""
     from prometheus_client.parser import text_string_to_metric_families
 
+    if families is not None:
+        text = _wanted_lines(text, families)
     sums: dict[str, float] = {}
     maxes: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
@@ -77,6 +104,13 @@ def parse(text: str) -> Snapshot:
             sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
             maxes[sample.name] = max(maxes.get(sample.name, -math.inf), sample.value)
     return Snapshot(sums, maxes)
+
+
+def families_of(names: EngineMetricNames, *, gauges_only: bool = False) -> list[str]:
+    gauges = [names.kv_cache_usage, names.running, names.waiting]
+    others = [names.prefix_cache_queries, names.prefix_cache_hits, names.preemptions]
+    chosen = gauges if gauges_only else [*gauges, *others, names.queue_time]
+    return [name for name in chosen if name]
 
 
 def deltas(
@@ -155,12 +189,12 @@ class EngineMetricsProbe:
         self.metrics: dict[str, float] = {}
         self.note: str | None = None
 
-    def _read(self) -> Snapshot:
+    def _read(self, *, gauges_only: bool = False) -> Snapshot:
         status, body = self._fetch(self.names.path)
         if status != 200:
             hint = f" ({self.names.hint})" if self.names.hint else ""
             raise ValueError(f"GET {self.names.path} answered {status}{hint}")
-        return parse(body)
+        return parse(body, families_of(self.names, gauges_only=gauges_only))
 
     def _sample(self) -> None:
         # The first samples come quickly and then less often, so that a run lasting well
@@ -169,16 +203,21 @@ class EngineMetricsProbe:
         while not self._stop.wait(gap):
             gap = min(2 * gap, self._interval)
             try:
-                self._samples.append(self._read())
+                self._samples.append(self._read(gauges_only=True))
             except (httpx.HTTPError, ValueError):
                 continue  # a missed sample only makes the peak coarser
 
     def __enter__(self) -> EngineMetricsProbe:
         try:
-            self._before = self._read()
+            before = self._read()
         except (httpx.HTTPError, ValueError) as exc:
             self.note = f"engine metrics not read: {exc}"
             return self
+        if not before.sums:
+            wanted = ", ".join(families_of(self.names))
+            self.note = f"engine metrics not read: GET {self.names.path} has none of {wanted}"
+            return self
+        self._before = before
         self._thread = threading.Thread(target=self._sample, name="engine-metrics", daemon=True)
         self._thread.start()
         return self

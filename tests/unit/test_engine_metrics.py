@@ -14,7 +14,7 @@ from pytest_llmperf.engines import get_engine
 from pytest_llmperf.engines.base import EngineMetricNames
 from pytest_llmperf.gate.store import BaselineEntry
 from pytest_llmperf.gate.verdict import compare, direction_of
-from pytest_llmperf.measure.engine_metrics import EngineMetricsProbe, deltas, parse
+from pytest_llmperf.measure.engine_metrics import EngineMetricsProbe, deltas, families_of, parse
 from pytest_llmperf.models import Direction
 
 VLLM_NAMES = get_engine("vllm").engine_metrics
@@ -38,6 +38,8 @@ class FakeVLLMRegistry:
         self.running = Gauge("vllm:num_requests_running", "", labels, registry=self.registry)
         self.waiting = Gauge("vllm:num_requests_waiting", "", labels, registry=self.registry)
         self.status = 200
+        # vLLM creates its label sets when it starts: the page has samples before any request.
+        self.queries.labels(**self.engine(0))
 
     def engine(self, index: int) -> dict[str, str]:
         return {"model_name": "tiny", "engine": str(index)}
@@ -134,8 +136,17 @@ def test_unreadable_page_is_a_note_not_a_failure() -> None:
     with garbage:
         pass
     assert garbage.metrics == {}
-    assert garbage.note is not None
-    assert garbage.note.startswith("engine metrics not read")
+    assert garbage.note == (
+        "engine metrics not read: GET /metrics has none of sglang:token_usage, "
+        "sglang:num_running_reqs, sglang:num_queue_reqs, sglang:prompt_tokens, "
+        "sglang:cached_tokens, sglang:num_retracted_requests, sglang:queue_time_seconds"
+    )
+    broken = "sglang:num_running_reqs{a=} nope\n"
+    malformed = EngineMetricsProbe(names, "http://unused", fetch=lambda path: (200, broken))
+    with malformed:
+        pass
+    assert malformed.note is not None
+    assert malformed.note.startswith("engine metrics not read")
 
 
 def test_an_unreachable_server_is_a_note() -> None:
@@ -172,6 +183,22 @@ def test_hit_rate_is_gated_upwards() -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+def test_only_the_named_families_are_parsed() -> None:
+    fake = FakeVLLMRegistry()
+    fake.queries.labels(**fake.engine(0)).inc(10)
+    fake.queue.labels(**fake.engine(0)).observe(0.5)
+    fake.running.labels(**fake.engine(0)).set(2)
+    text = fake.fetch("/metrics")[1]
+    whole = parse(text)
+    some = parse(text, families_of(VLLM_NAMES, gauges_only=True))
+    assert set(some.sums) == {"vllm:num_requests_running"}
+    assert some.gauge(VLLM_NAMES.running) == whole.gauge(VLLM_NAMES.running) == 2
+    named = parse(text, families_of(VLLM_NAMES))
+    assert named.counter(VLLM_NAMES.prefix_cache_queries) == 10
+    assert named.histogram(VLLM_NAMES.queue_time) == whole.histogram(VLLM_NAMES.queue_time)
+    assert not [name for name in named.sums if name.endswith("_bucket")]
+
+
 def test_vllm_names_exist_in_the_installed_vllm() -> None:
     spec = importlib.util.find_spec("vllm")
     assert spec is not None
