@@ -217,3 +217,23 @@ def test_vllm_names_exist_in_the_installed_vllm() -> None:
         VLLM_NAMES.waiting,
     ):
         assert f'"{name}"' in source, name
+
+
+def test_a_real_vllm_page() -> None:
+    """vLLM 0.32's own page (the embedded model, idle, captured from a running server):
+    every family the spec names is there, and reading only those gives the whole page's
+    values."""
+    text = (Path(__file__).parent / "data" / "vllm-0.32-metrics.txt").read_text()
+    whole = parse(text)
+    named = parse(text, families_of(VLLM_NAMES))
+    for counter in (
+        VLLM_NAMES.prefix_cache_queries,
+        VLLM_NAMES.prefix_cache_hits,
+        VLLM_NAMES.preemptions,
+    ):
+        assert named.counter(counter) is not None, counter
+        assert named.counter(counter) == whole.counter(counter)
+    assert named.histogram(VLLM_NAMES.queue_time) == whole.histogram(VLLM_NAMES.queue_time)
+    for gauge in (VLLM_NAMES.kv_cache_usage, VLLM_NAMES.running, VLLM_NAMES.waiting):
+        assert named.gauge(gauge) is not None, gauge
+    assert len(named.sums) < len(whole.sums) / 4
