@@ -70,7 +70,7 @@ def _run(pytester: pytest.Pytester, proxy: SlowProxyProcess, model: Path, *extra
         "-p",
         "no:cacheprovider",
         *extra,
-        timeout=600,
+        timeout=900,
     )
     print("\n".join(result.outlines[-8:]))
     (record,) = json.loads(out.read_text())["results"]

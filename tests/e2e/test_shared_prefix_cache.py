@@ -61,7 +61,7 @@ def _session(pytester: pytest.Pytester, tmp_path: Path, name: str, *extra: str) 
         "-p",
         "no:cacheprovider",
         *extra,
-        timeout=600,
+        timeout=900,
     )
     print(name, "\n".join(result.outlines[-15:]))
     document = json.loads(out.read_text())
