@@ -52,9 +52,35 @@ async def test_tool_loop(llmperf_scenario):
 
 
 @pytest.fixture
-def proxy(vllm_server: object) -> Iterator[SlowProxyProcess]:
-    with SlowProxyProcess(vllm_server.base_url) as slow:  # type: ignore[attr-defined]
-        yield slow
+def proxy(tiny_model_dir: Path, tmp_path: Path) -> Iterator[SlowProxyProcess]:
+    from pytest_llmperf.engines import LaunchRequest, get_engine
+    from pytest_llmperf.engines.base import free_port
+    from pytest_llmperf.engines.server import EngineServer
+    from tests.conftest import TINY_MODEL_NAME, VLLM_TEST_ENV
+
+    # The plugin's own start-up allowance (900 s), not the shared fixture's 300 s: a start
+    # took longer than 300 s while other sessions' engines shared the two cores.
+    spec = get_engine("vllm")
+    request = LaunchRequest(
+        model=str(tiny_model_dir),
+        port=free_port(),
+        engine_args=("--served-model-name", TINY_MODEL_NAME, "--max-model-len", "4096"),
+    )
+    plan = spec.plan(request)
+    plan = type(plan)(
+        argv=plan.argv,
+        base_url=plan.base_url,
+        health_url=plan.health_url,
+        env={**plan.env, **VLLM_TEST_ENV},
+    )
+    server = EngineServer(spec, plan, tmp_path / "vllm.log", startup_timeout=900)
+    server.start()
+    try:
+        server.wait_ready()
+        with SlowProxyProcess(plan.base_url) as slow:
+            yield slow
+    finally:
+        server.stop()
 
 
 def _run(pytester: pytest.Pytester, proxy: SlowProxyProcess, model: Path, *extra: str) -> dict:  # type: ignore[type-arg]
