@@ -84,7 +84,8 @@ def test_hit_rate_seen_and_gated(pytester: pytest.Pytester, tmp_path: Path) -> N
     # 32 prompts of 1088 tokens; each prefix's three later requests can find its 64 blocks.
     assert shared["engine_prefix_cache_queries"] >= 32 * 1088 * 0.9
     assert shared["engine_prefix_cache_hit_rate"] > 30.0
-    assert shared["engine_peak_running"] >= 1
+    # Gauge peaks are sampled (from 0.1 s on): a run over within that shows none, so they
+    # are printed, not asserted.
     chat = on["chat"]["metrics"]
     print("caching on, chat:", {k: v for k, v in chat.items() if k.startswith(("engine_", "turn"))})
     # From the second turn on, the history (most of each prompt) is in the cache.
