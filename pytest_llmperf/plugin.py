@@ -23,6 +23,7 @@ from pytest_llmperf.settings import add_options, resolve
 
 if TYPE_CHECKING:
     from pytest_llmperf.engines.session import Target
+    from pytest_llmperf.gate.loop import GateRequest
     from pytest_llmperf.measure.profiles import WorkloadProfile
     from pytest_llmperf.measure.run import Measurement, Workloads
 
@@ -206,9 +207,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
         known = profiles.builtin_profiles()
     wanted = _marker_kwargs(metafunc.definition).get("profiles")
-    # A sweep takes minutes and measures another question: it runs when named, not by default.
+    # Profiles that run only when named (sweeps, the newer workloads): by --llmperf-profile
+    # or by the test's own marker.
     names = list(settings.profiles) or [
-        name for name, p in known.items() if p.sweep is None or name in (wanted or ())
+        name for name, p in known.items() if p.by_default or name in (wanted or ())
     ]
     if wanted is not None:
         unknown = [name for name in wanted if name not in known]
@@ -350,6 +352,23 @@ class LLMPerf:
         self.profile = profile
         self.settings: Settings = request.config.stash[SETTINGS]
 
+    def _gate_request(
+        self, profile: WorkloadProfile, tolerances: Mapping[str, float] | None
+    ) -> GateRequest:
+        """This test's gate: the session's settings, the marker's tolerances under the call's."""
+        from pytest_llmperf.gate.loop import gate_request
+
+        config = self._request.config
+        return gate_request(
+            self.settings,
+            target=self.target,
+            profile=profile,
+            hardware=config.stash[HARDWARE],
+            machine=config.stash[MACHINE],
+            nodeid=self._request.node.nodeid,
+            tolerances=(_marker_kwargs(self._request.node).get("tolerances"), tolerances),
+        )
+
     def scaled(self, profile: WorkloadProfile) -> WorkloadProfile:
         from pytest_llmperf.measure.run import scaled_profile
 
@@ -359,7 +378,7 @@ class LLMPerf:
         self, profile: WorkloadProfile | None = None, tolerances: dict[str, float] | None = None
     ) -> ProfileResult:
         """Measure the profile, compare with its baseline, fail this test if it regressed."""
-        from pytest_llmperf.gate.loop import gate_request, run_gate
+        from pytest_llmperf.gate.loop import run_gate
         from pytest_llmperf.measure.run import measure
 
         chosen = profile or self.profile
@@ -368,16 +387,7 @@ class LLMPerf:
                 "llmperf.check(): no profile (use the llmperf_profile fixture or pass one)"
             )
         chosen = self.scaled(chosen)
-        config = self._request.config
-        request = gate_request(
-            self.settings,
-            target=self.target,
-            profile=chosen,
-            hardware=config.stash[HARDWARE],
-            machine=config.stash[MACHINE],
-            nodeid=self._request.node.nodeid,
-            tolerances=(_marker_kwargs(self._request.node).get("tolerances"), tolerances),
-        )
+        request = self._gate_request(chosen, tolerances)
         headers, api_key = _auth_headers(self.settings)
         progress = _progress_printer(self._request.config, chosen)
 
@@ -532,6 +542,67 @@ def _progress_printer(config: pytest.Config, profile: WorkloadProfile) -> Any:
             reporter.write_line(line)
 
     return ProgressLine(profile.name, write_line)
+
+
+class LLMPerfScenario(LLMPerf):
+    """An async test's measured request flow: ``await llmperf_scenario.check(name, flow)``.
+
+    ``flow`` is ``async def flow(client)``; it runs in the test's event loop, as often as
+    repeats and confirm reruns ask, and every request it sends through ``client`` (a
+    ``MeasuredClient``) is timed like a profile's. The aggregate is gated against the
+    baseline entry named ``name``, exactly as a profile is.
+    """
+
+    def client(self) -> Any:
+        """A measured client for a flow that is not gated (``async with ... as client``)."""
+        from pytest_llmperf.measure.client import MeasuredClient
+        from pytest_llmperf.measure.scenario import scenario_config
+
+        _, api_key = _auth_headers(self.settings)
+        return MeasuredClient(scenario_config(self.target, self.settings, api_key))
+
+    async def check(  # type: ignore[override]
+        self, name: str, flow: Any, tolerances: dict[str, float] | None = None
+    ) -> ProfileResult:
+        import asyncio
+
+        from pytest_llmperf.gate.loop import run_gate
+        from pytest_llmperf.measure.profiles import WorkloadProfile
+        from pytest_llmperf.measure.scenario import measure_scenario
+
+        loop = asyncio.get_running_loop()
+        headers, api_key = _auth_headers(self.settings)
+        # The gate is synchronous: it runs in a worker thread and hands each measurement
+        # back to this loop, where the flow (and whatever the test made for it) lives.
+        profile = WorkloadProfile(name=name, dataset="scenario", num_prompts=1)
+
+        def measure_once() -> Any:
+            work = measure_scenario(
+                name, flow, self.target, self.settings, headers=headers, api_key=api_key
+            )
+            return asyncio.run_coroutine_threadsafe(work, loop).result()
+
+        failure: str | None = None
+        try:
+            result = await asyncio.to_thread(
+                run_gate, self._gate_request(profile, tolerances), measure_once
+            )
+        except LLMPerfError as exc:
+            failure = _shown(str(exc))
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
+        self._publish(result)
+        self._enforce(result)
+        return result
+
+
+@pytest.fixture
+def llmperf_scenario(
+    request: pytest.FixtureRequest, llmperf_target: Target, llmperf_workloads: Workloads
+) -> LLMPerfScenario:
+    """Gate a request flow the test writes itself (an async test, e.g. with pytest-asyncio):
+    ``await llmperf_scenario.check("tool-loop", flow)``."""
+    return LLMPerfScenario(request, llmperf_target, llmperf_workloads, None)
 
 
 @pytest.fixture

@@ -92,9 +92,9 @@ def add_options(parser: pytest.Parser) -> None:
     option(
         profile_names,
         "llmperf_profile",
-        "profiles to run, comma-separated (default: all but sweeps, which run when named). "
-        "Built-in: sharegpt, short, medium, long, very-long, sharegpt-bs4; sweeps: "
-        "medium-sweep, embedded-sweep, embedded-concurrency-sweep",
+        "profiles to run, comma-separated (default: all but those that run only when named). "
+        "Built-in: sharegpt, short, medium, long, very-long, sharegpt-bs4; when named: "
+        "shared-prefix, multi-turn, medium-sweep, embedded-sweep, embedded-concurrency-sweep",
         action="append",
         default=None,
     )

@@ -73,6 +73,25 @@ class CacheReset:
     unavailable_hint: str = ""  # how to make the engine offer the route, for the note
 
 
+@dataclass(frozen=True)
+class EngineMetricNames:
+    """Where an engine's Prometheus text keeps what the plugin reads around each run.
+
+    Names are metric families as the engine exposes them (a counter's ``_total`` and a
+    histogram's ``_sum``/``_count`` are added when read); None where the engine has none.
+    """
+
+    path: str = "/metrics"
+    prefix_cache_queries: str | None = None  # counter: prompt tokens looked up in the cache
+    prefix_cache_hits: str | None = None  # counter: of those, tokens found there
+    preemptions: str | None = None  # counter: requests preempted (SGLang: retracted)
+    queue_time: str | None = None  # histogram, seconds a request waited to be scheduled
+    kv_cache_usage: str | None = None  # gauge, fraction of the KV cache in use
+    running: str | None = None  # gauge, requests being served
+    waiting: str | None = None  # gauge, requests queued
+    hint: str = ""  # how to make the engine expose them, for the note when it does not
+
+
 Fetch = Callable[[str], tuple[int, str]]
 """``fetch(path)``: GET a path of the running server; (status, body)."""
 
@@ -126,6 +145,8 @@ class EngineSpec:
     # stops answering 5xx: llama-server answers /v1/models while it still loads the model and
     # SGLang while it warms up, both 503 on /health meanwhile. A 404 means no such route.
     endpoint_health_path: ClassVar[str | None] = "/health"
+    # The engine's own counters, scraped before and after each measured run; None: not read.
+    engine_metrics: ClassVar[EngineMetricNames | None] = None
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         raise NotImplementedError

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from pytest_llmperf.engines.base import (
     CacheReset,
+    EngineMetricNames,
     EngineSpec,
     Fetch,
     LaunchPlan,
@@ -53,6 +54,13 @@ class LlamaCppEngine(EngineSpec):
         "/slots/{slot}?action=erase",
         unavailable_hint=f" (llama-server erases slots only when started with "
         f"{SLOT_SAVE_PATH_FLAG})",
+    )
+
+    # llama-server's Prometheus gauges (no prefix-cache counters); /metrics is off by default.
+    engine_metrics: ClassVar[EngineMetricNames | None] = EngineMetricNames(
+        running="llamacpp:requests_processing",
+        waiting="llamacpp:requests_deferred",
+        hint="start llama-server with --metrics",
     )
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:

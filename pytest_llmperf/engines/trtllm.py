@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_llmperf.engines.base import UVICORN_READY, EngineSpec, LaunchPlan, LaunchRequest
+from pytest_llmperf.engines.base import (
+    UVICORN_READY,
+    EngineMetricNames,
+    EngineSpec,
+    LaunchPlan,
+    LaunchRequest,
+)
 
 DEFAULT_EXECUTABLE = "trtllm-serve"
 
@@ -20,6 +26,11 @@ class TensorRTLLMEngine(EngineSpec):
     version_paths: ClassVar[tuple[str, ...]] = ("/version",)
     no_cache_reset: ClassVar[str] = (
         "TensorRT-LLM has no reset route, and it reuses KV blocks by default"
+    )
+    # trtllm-serve mounts prometheus_client's app at /prometheus/metrics; its collector
+    # (tensorrt_llm/metrics/collector.py) has request histograms only, no cache counters.
+    engine_metrics: ClassVar[EngineMetricNames | None] = EngineMetricNames(
+        path="/prometheus/metrics", queue_time="request_queue_time_seconds"
     )
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:

@@ -17,11 +17,12 @@ from pytest_llmperf.errors import BaselineError
 from pytest_llmperf.gate.store import DEFAULT_TOLERANCES, BaselineEntry
 from pytest_llmperf.models import Direction, MetricComparison, Outcome, Verdict
 
-_HIGHER_IS_BETTER = re.compile(r"(throughput|_per_s|goodput|capacity|^completed$)")
+_HIGHER_IS_BETTER = re.compile(r"(throughput|_per_s|goodput|capacity|^completed$|hit_rate)")
 
 
 def direction_of(metric: str) -> Direction:
-    """Throughputs and capacities improve upwards; latencies, durations, failures downwards."""
+    """Throughputs, capacities and cache hit rates improve upwards; latencies, durations and
+    failure counts downwards."""
     if _HIGHER_IS_BETTER.search(metric):
         return Direction.HIGHER_IS_BETTER
     return Direction.LOWER_IS_BETTER

@@ -1,5 +1,7 @@
 """The prompts of a workload: token-exact random prompts and ShareGPT conversations.
 
+(Shared-prefix prompts live in ``shared_prefix``; ``build_requests`` below picks either.)
+
 Both follow `vllm bench serve` (0.32) draw for draw, so that the same profile and seed send the
 same prompts as vLLM's own benchmark and the numbers stay comparable:
 
@@ -30,6 +32,7 @@ import numpy as np
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.measure.profiles import WorkloadProfile
+from pytest_llmperf.measure.shared_prefix import shared_prefix_requests
 from pytest_llmperf.measure.tokenizer import Tokenizer, load_tokenizer
 from pytest_llmperf.models import SampleRequest
 
@@ -359,6 +362,69 @@ class _ConversationIndex:
             texts.append(turn["value"])
         return texts[0], texts[1]
 
+    def exchanges(self, raw: Any, row: int) -> list[tuple[str, str]]:
+        """Every (question, answer) pair of a conversation, in order; a text that is not a
+        string ends the list there."""
+        raw.seek(self.offsets[row])
+        entry = json.loads(raw.read(self.sizes[row]).decode("utf-8"))
+        values = [t.get("value") if isinstance(t, dict) else None for t in entry["conversations"]]
+        pairs: list[tuple[str, str]] = []
+        for question, answer in zip(values[0::2], values[1::2], strict=False):
+            if not isinstance(question, str) or not isinstance(answer, str):
+                break
+            pairs.append((question, answer))
+        return pairs
+
+
+def sharegpt_conversations(
+    path: str | os.PathLike[str],
+    tokenizer: Tokenizer,
+    *,
+    num_conversations: int,
+    turns: int,
+    seed: int = 0,
+    output_len: int | None = None,
+) -> list[SampleRequest]:
+    """The first ``turns`` exchanges of ShareGPT conversations that have that many, chosen in
+    the order of a seeded shuffle, conversation by conversation (for measure/multiturn).
+
+    Each user turn is a request; its answer length is the recorded answer's token count (or
+    ``output_len``), and generation may stop at EOS, as in the ``sharegpt`` dataset. A turn
+    must fit vLLM's ShareGPT limits on its own (4..1024 tokens, answer at least 4).
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise _missing_file(file, "no such file")
+    index = _ConversationIndex(file)
+    order = list(range(len(index)))
+    random.Random(seed).shuffle(order)
+    chosen: list[SampleRequest] = []
+    found = 0
+    with file.open("rb") as raw:
+        for row in order:
+            if found == num_conversations:
+                break
+            pairs = index.exchanges(raw, row)
+            if len(pairs) < turns:
+                continue
+            chat = []
+            for question, answer in pairs[:turns]:
+                prompt_len = len(tokenizer.encode(question, add_special_tokens=True))
+                out_len = output_len or len(tokenizer.encode(answer, add_special_tokens=True))
+                if not _acceptable(prompt_len, out_len, fixed_output=output_len is not None):
+                    break
+                chat.append(SampleRequest(question, prompt_len, out_len, ignore_eos=False))
+            if len(chat) == turns:
+                chosen.extend(chat)
+                found += 1
+    if found < num_conversations:
+        raise _malformed(
+            file,
+            f"only {found} conversation(s) have {turns} exchanges within the length limits, "
+            f"{num_conversations} are needed; lower turns or num_prompts",
+        )
+    return chosen
+
 
 def _acceptable(prompt_len: int, output_len: int, fixed_output: bool) -> bool:
     if prompt_len < SHAREGPT_MIN_LEN or prompt_len > SHAREGPT_MAX_PROMPT_LEN:
@@ -518,7 +584,22 @@ def build_requests(
     sharegpt_path: str | os.PathLike[str] | None = None,
 ) -> list[SampleRequest]:
     """The requests of ``profile``, in the order they are to be sent."""
-    if profile.dataset == "random":
+    if profile.dataset == "multi-turn" and profile.user_turns == "sharegpt":
+        if sharegpt_path is None:
+            raise ConfigError(
+                f"profile {profile.name!r} takes its conversations from a ShareGPT file but "
+                f"none was given; {SHAREGPT_OPTION_HINT}; {SHAREGPT_SOURCE_HINT}"
+            )
+        return sharegpt_conversations(
+            sharegpt_path,
+            tokenizer,
+            num_conversations=profile.num_prompts // (profile.turns or 1),
+            turns=profile.turns or 1,
+            seed=profile.seed,
+            output_len=profile.output_len,
+        )
+    if profile.dataset in ("random", "multi-turn"):
+        # multi-turn: the user turns, conversation by conversation (measure/multiturn).
         if profile.input_len is None or profile.output_len is None:
             raise ConfigError(f"profile {profile.name!r}: random needs input_len and output_len")
         return random_requests(
@@ -541,5 +622,20 @@ def build_requests(
             num_prompts=profile.num_prompts,
             seed=profile.seed,
             output_len=profile.output_len,
+        )
+    if profile.dataset == "shared-prefix":
+        if None in (profile.num_prefixes, profile.prefix_len, profile.suffix_len):
+            raise ConfigError(
+                f"profile {profile.name!r}: shared-prefix needs num_prefixes, prefix_len and "
+                "suffix_len"
+            )
+        return shared_prefix_requests(
+            tokenizer,
+            num_prompts=profile.num_prompts,
+            num_prefixes=profile.num_prefixes or 0,
+            prefix_len=profile.prefix_len or 0,
+            suffix_len=profile.suffix_len or 0,
+            output_len=profile.output_len or 0,
+            seed=profile.seed,
         )
     raise ConfigError(f"profile {profile.name!r}: unknown dataset {profile.dataset!r}")

@@ -252,8 +252,16 @@ class _Runner:
         self.token_counter = token_counter
 
     async def measure(self, request: SampleRequest, body: bytes, arrival: float) -> RequestRecord:
+        record, _ = await self.measure_with_text(request, body, arrival, keep_text=False)
+        return record
+
+    async def measure_with_text(
+        self, request: SampleRequest, body: bytes, arrival: float, *, keep_text: bool
+    ) -> tuple[RequestRecord, str]:
+        """The record, and the generated text when ``keep_text`` (a conversation's history
+        needs the answer); timed exactly as ``measure`` times a request."""
         start = time.perf_counter()
-        stream = _Stream(start, keep_text=self.token_counter is not None)
+        stream = _Stream(start, keep_text=keep_text or self.token_counter is not None)
         timeout = self.config.request_timeout
         try:
             error = await _within(timeout, self._exchange(body, stream))
@@ -261,7 +269,8 @@ class _Runner:
             error = f"timeout after {timeout:g} s"
         except Exception as exc:
             error = _reason(exc, self.config.api_key)
-        return self._record(request, stream, arrival, error)
+        text = "".join(stream.text) if stream.text is not None else ""
+        return self._record(request, stream, arrival, error), text
 
     async def _exchange(self, body: bytes, stream: _Stream) -> str:
         """POST and read the stream; returns "" or why the request failed."""

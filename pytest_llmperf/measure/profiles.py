@@ -20,7 +20,7 @@ from pytest_llmperf.errors import ConfigError, ProfileError
 from pytest_llmperf.measure.slo import Slo, parse_slos
 from pytest_llmperf.measure.sweep import SweepSpec
 
-DATASETS = ("random", "sharegpt")
+DATASETS = ("random", "sharegpt", "shared-prefix", "multi-turn")
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 BUILTIN_FILE = "profiles.yaml"
 
@@ -38,6 +38,16 @@ class WorkloadProfile:
     max_concurrency: int | None = None
     endpoint: str = "/v1/chat/completions"
     range_ratio: float = 0.0
+    # shared-prefix only: num_prefixes prefixes of prefix_len tokens, each followed by a
+    # suffix_len-token suffix of its own; num_prompts / num_prefixes requests share each.
+    num_prefixes: int | None = None
+    prefix_len: int | None = None
+    suffix_len: int | None = None
+    # multi-turn only: num_prompts / turns conversations of `turns` requests each, a user turn
+    # of input_len tokens, an answer of output_len; max_concurrency counts conversations.
+    turns: int | None = None
+    think_time: float = 0.0  # multi-turn: seconds a user takes before the next turn
+    user_turns: str = "random"  # multi-turn: "random" prompts or "sharegpt" conversations
     description: str = ""
     # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
     # few enough that the whole suite runs in minutes. Not part of the workload's identity.
@@ -46,9 +56,18 @@ class WorkloadProfile:
     sweep: SweepSpec | None = None
     slo: tuple[Slo, ...] = ()
     goodput: tuple[tuple[str, float], ...] = ()  # vLLM's --goodput, in ms: (("ttft", 2000),)
+    # Run when no profile is named (--llmperf-profile). False for sweeps (unless the file says
+    # true) and for workloads added after baselines existed, so that a session that ran
+    # everything runs the same set as before.
+    by_default: bool = True
 
     def scaled(self, num_prompts: int | None) -> WorkloadProfile:
         """The same workload with fewer (or more) prompts; recorded as such in results."""
+        group = self.num_prefixes or self.turns
+        if num_prompts is not None and group:
+            # Every prefix keeps the same number of requests, every conversation its turns:
+            # round down to a multiple.
+            num_prompts = max(group, num_prompts - num_prompts % group)
         if num_prompts is None or num_prompts == self.num_prompts:
             return self
         return dataclasses.replace(self, num_prompts=num_prompts)
@@ -69,6 +88,19 @@ class WorkloadProfile:
             # Only when set, so that the workloads of plain profiles keep their recorded shape.
             **({"goodput": dict(self.goodput)} if self.goodput else {}),
             **({"sweep": sweep_definition(self.sweep, self.slo)} if self.sweep else {}),
+            # Only where they apply, so the other profiles' stored workloads stay equal.
+            **(
+                {
+                    "num_prefixes": self.num_prefixes,
+                    "prefix_len": self.prefix_len,
+                    "suffix_len": self.suffix_len,
+                }
+                if self.dataset == "shared-prefix"
+                else {}
+            ),
+            **({"turns": self.turns} if self.dataset == "multi-turn" else {}),
+            **({"think_time": self.think_time} if self.think_time else {}),
+            **({"user_turns": self.user_turns} if self.user_turns != "random" else {}),
         }
 
 
@@ -101,6 +133,71 @@ def _positive_int(source: str, name: str, key: str, value: Any, *, optional: boo
         )
 
 
+_PREFIX_KEYS = ("num_prefixes", "prefix_len", "suffix_len")
+
+
+def _check_shared_prefix(source: str, name: str, data: dict[str, Any]) -> None:
+    shared = data["dataset"] == "shared-prefix"
+    if not shared:
+        stray = [key for key in _PREFIX_KEYS if data.get(key) is not None]
+        if stray:
+            raise ProfileError(
+                f"{source}: profile {name!r}: {', '.join(stray)} only apply to dataset "
+                f"shared-prefix, not {data['dataset']}; remove them or change the dataset"
+            )
+        return
+    if data.get("input_len") is not None:
+        raise ProfileError(
+            f"{source}: profile {name!r}: a shared-prefix prompt is prefix_len + suffix_len "
+            "tokens; remove input_len"
+        )
+    for key in _PREFIX_KEYS:
+        _positive_int(source, name, key, data.get(key), optional=False)
+    for key in ("num_prompts", "embedded_num_prompts"):
+        count = data.get(key)
+        if count is not None and count % data["num_prefixes"]:
+            raise ProfileError(
+                f"{source}: profile {name!r}: {key} {count} is not a multiple of num_prefixes "
+                f"{data['num_prefixes']}; every prefix is shared by the same number of requests"
+            )
+
+
+def _check_turns(source: str, name: str, data: dict[str, Any]) -> None:
+    if data["dataset"] != "multi-turn":
+        stray = [key for key in ("turns", "think_time", "user_turns") if data.get(key) is not None]
+        if stray:
+            raise ProfileError(
+                f"{source}: profile {name!r}: {', '.join(stray)} only applies to dataset "
+                f"multi-turn, not {data['dataset']}; remove it or change the dataset"
+            )
+        return
+    _positive_int(source, name, "turns", data.get("turns"), optional=False)
+    think = data.get("think_time", 0.0)
+    if isinstance(think, bool) or not isinstance(think, (int, float)) or think < 0:
+        raise ProfileError(
+            f"{source}: profile {name!r}: think_time must be a number of seconds >= 0, "
+            f"got {think!r}"
+        )
+    data["think_time"] = float(think)
+    if data.get("user_turns", "random") not in ("random", "sharegpt"):
+        raise ProfileError(
+            f"{source}: profile {name!r}: user_turns must be random or sharegpt, got "
+            f"{data.get('user_turns')!r}"
+        )
+    if data.get("endpoint", ENDPOINTS[0]) != "/v1/chat/completions":
+        raise ProfileError(
+            f"{source}: profile {name!r}: multi-turn sends a chat history; use the endpoint "
+            "/v1/chat/completions"
+        )
+    for key in ("num_prompts", "embedded_num_prompts"):
+        count = data.get(key)
+        if count is not None and count % data["turns"]:
+            raise ProfileError(
+                f"{source}: profile {name!r}: {key} {count} is not a multiple of turns "
+                f"{data['turns']}; num_prompts counts every turn of every conversation"
+            )
+
+
 def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     if not isinstance(raw, dict):
         raise ProfileError(f"{source}: profile {name!r} must be a mapping of settings")
@@ -125,9 +222,14 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     _positive_int(
         source, name, "embedded_num_prompts", data.get("embedded_num_prompts"), optional=True
     )
-    random_dataset = data["dataset"] == "random"
+    random_dataset = data["dataset"] == "random" or (
+        data["dataset"] == "multi-turn" and data.get("user_turns", "random") == "random"
+    )
     _positive_int(source, name, "input_len", data.get("input_len"), optional=not random_dataset)
-    _positive_int(source, name, "output_len", data.get("output_len"), optional=not random_dataset)
+    synthetic = random_dataset or data["dataset"] == "shared-prefix"  # no lengths from data
+    _positive_int(source, name, "output_len", data.get("output_len"), optional=not synthetic)
+    _check_shared_prefix(source, name, data)
+    _check_turns(source, name, data)
     rate = data.get("request_rate", math.inf)
     if rate in ("inf", "infinity"):
         rate = math.inf
@@ -139,6 +241,8 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     burstiness = data.get("burstiness", 1.0)
     if not isinstance(burstiness, (int, float)) or burstiness <= 0:
         raise ProfileError(f"{source}: profile {name!r}: burstiness must be positive")
+    if not isinstance(data.get("by_default", True), bool):
+        raise ProfileError(f"{source}: profile {name!r}: by_default must be true or false")
     ratio = data.get("range_ratio", 0.0)
     if not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
         raise ProfileError(f"{source}: profile {name!r}: range_ratio must be in [0, 1)")
@@ -146,6 +250,9 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
     data["sweep"] = _sweep(where, data.get("sweep"))
     data["slo"] = _slos(where, data.get("slo"), data["sweep"])
     data["goodput"] = _goodput(where, data.get("goodput"))
+    # A sweep takes minutes and answers another question: unless a file says otherwise, it
+    # runs when named, not in a session that runs every profile.
+    data.setdefault("by_default", data["sweep"] is None)
     return WorkloadProfile(name=name, **data)
 
 

@@ -5,6 +5,7 @@ left in the prefix cache (a fresh salt, or the engine's reset).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from pytest_llmperf.measure.profiles import WorkloadProfile
 from pytest_llmperf.models import RequestRecord, SampleRequest
 
 if TYPE_CHECKING:
+    from pytest_llmperf.measure.engine_metrics import EngineMetricsProbe
     from pytest_llmperf.measure.loadgen import LoadConfig
 
 STANDARD_SHAREGPT = "ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -69,7 +71,7 @@ class Workloads:
 
     def workload(self, profile: WorkloadProfile, embedded: bool) -> dict[str, Any]:
         workload = profile.workload()
-        if profile.dataset == "sharegpt":
+        if profile.dataset == "sharegpt" or profile.user_turns == "sharegpt":
             path = self.sharegpt_path(embedded)
             if path is not None and path.name != STANDARD_SHAREGPT:
                 workload["dataset_file"] = path.name  # another file is another workload
@@ -97,7 +99,7 @@ def measure(
     progress: Callable[[int, int, int], None] | None = None,
 ) -> Measurement:
     """Warm up, reset the prefix cache, send the profile, compute vLLM's metrics."""
-    from pytest_llmperf.measure import loadgen, metrics, series
+    from pytest_llmperf.measure import loadgen, metrics, multiturn, series
 
     # An engine that died earlier in the session fails this test now, not after timeouts.
     target.check_alive()
@@ -127,7 +129,22 @@ def measure(
     note = None if target.spec.prefix_cache_salt else reset_prefix_cache(target, headers)
     if note:
         notes.append(note)
-    result = loadgen.run_load(salted(config, target.spec), requests, progress=progress)
+    probe = engine_probe(target, headers)
+    unsent, per_turn = 0, {}
+    with probe or contextlib.nullcontext():
+        if profile.dataset == "multi-turn":
+            chats = multiturn.run_conversations(
+                salted(config, target.spec),
+                requests,
+                turns=profile.turns or 1,
+                think_time=profile.think_time,
+            )
+            result = loadgen.LoadResult(chats.records, chats.duration)
+            unsent, per_turn = chats.unsent, multiturn.turn_metrics(chats)
+        else:
+            result = loadgen.run_load(salted(config, target.spec), requests, progress=progress)
+    if probe and probe.note:
+        notes.append(probe.note)
     if all(record.success for record in result.records):
         target.check_alive()
     else:
@@ -135,15 +152,28 @@ def measure(
     computed = metrics.compute_metrics(
         result.records, result.duration, goodput_slos_ms=dict(profile.goodput) or None
     )
+    computed.update(per_turn)
+    if unsent:
+        computed["failed"] += unsent  # turns after a failed one were never sent
+    # engine_*: next to the client's metrics, so they are recorded, shown and gateable.
+    computed.update(probe.metrics if probe else {})
     return Measurement(
         metrics=computed,
         workload=workloads.workload(profile, target.embedded),
         errors=_first_errors(result.records),
-        failed=sum(1 for record in result.records if not record.success),
+        failed=unsent + sum(1 for record in result.records if not record.success),
         notes=tuple(notes),
         series=series.summarize(result.records),
         samples=metrics.sample_counts(result.records),
     )
+
+
+def engine_probe(target: Target, headers: dict[str, str]) -> EngineMetricsProbe | None:
+    """The engine's own counters around the run, where its spec says where they are."""
+    from pytest_llmperf.measure.engine_metrics import EngineMetricsProbe
+
+    names = target.spec.engine_metrics
+    return EngineMetricsProbe(names, target.base_url, headers) if names else None
 
 
 def salted(config: LoadConfig, spec: EngineSpec) -> LoadConfig:

@@ -43,7 +43,9 @@ def record(
     plugin_version: str,
 ) -> dict[str, Any]:
     """The history line of one result (``timestamp`` is the run's, shared by its lines)."""
-    metrics = {key: _finite(result.metrics.get(key)) for key in KEY_METRICS}
+    # The engine's own metrics only where its page was read: older lines stay as they were.
+    keys = [k for k in KEY_METRICS if not k.startswith("engine_") or k in result.metrics]
+    metrics = {key: _finite(result.metrics.get(key)) for key in keys}
     return {
         "schema": SCHEMA,
         "timestamp": timestamp,

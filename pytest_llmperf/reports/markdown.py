@@ -23,13 +23,17 @@ from pytest_llmperf.reports.tables import (
     verdict_summary,
 )
 
+HIT_RATE = "engine_prefix_cache_hit_rate"
+
 
 def _number(value: object, fmt: str) -> str:
     return fmt.format(value) if isinstance(value, (int, float)) else "-"
 
 
 def results_table(results: Sequence[ProfileResult], marks: tuple[str, str] = ("âœ…", "âŒ")) -> Table:
-    """One row per test; ``marks`` are the pass and fail signs of the first column."""
+    """One row per test; ``marks`` are the pass and fail signs of the first column. A column
+    of the engine's prefix-cache hit rate joins when any result has it."""
+    hits = any(HIT_RATE in r.metrics for r in results)
     rows = tuple(
         (
             marks[1] if r.verdict.failed else marks[0],
@@ -39,6 +43,7 @@ def results_table(results: Sequence[ProfileResult], marks: tuple[str, str] = ("â
             _number(r.metrics.get("mean_ttft_ms"), "{:,.1f}"),
             _number(r.metrics.get("mean_tpot_ms"), "{:,.2f}"),
             str(r.metrics.get("completed", "-")),
+            *((_number(r.metrics.get(HIT_RATE), "{:.1f}"),) if hits else ()),
             verdict_summary(r.verdict),
         )
         for r in results
@@ -51,6 +56,7 @@ def results_table(results: Sequence[ProfileResult], marks: tuple[str, str] = ("â
         "mean TTFT (ms)",
         "mean TPOT (ms)",
         "completed",
+        *(("prefix cache hits (%)",) if hits else ()),
         "verdict",
     )
     return Table(header, rows)

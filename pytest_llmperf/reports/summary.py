@@ -24,6 +24,8 @@ COMPACT_LABELS = {
     "total_token_throughput": "total {:,.1f} tok/s",
     "mean_ttft_ms": "TTFT {:.1f} ms",
     "mean_tpot_ms": "TPOT {:.2f} ms",
+    # The engine's own count, where its metrics page was read (measure/engine_metrics).
+    "engine_prefix_cache_hit_rate": "prefix cache hits {:.1f} %",
 }
 
 

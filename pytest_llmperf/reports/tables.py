@@ -126,6 +126,11 @@ KEY_METRICS = (
     "p99_e2el_ms",
     "completed",
     "failed",
+    # The engine's own view (present where its metrics page was read; measure/engine_metrics)
+    "engine_prefix_cache_hit_rate",
+    "engine_mean_queue_time_ms",
+    "engine_preemptions",
+    "engine_peak_kv_cache_usage_pct",
 )
 
 
