@@ -102,3 +102,16 @@ class Verdict:
 
 
 _NOT_FAILED = (Outcome.PASS, Outcome.IMPROVED, Outcome.RECORDED, Outcome.SAME, Outcome.INCONCLUSIVE)
+
+
+# The latencies a summary shows of a run: the mean and the tail of each distribution.
+SUMMARY_LATENCIES: tuple[str, ...] = (
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "p99_e2el_ms",
+)

@@ -571,15 +571,13 @@ class LLMPerfScenario(LLMPerf):
         from pytest_llmperf.measure.scenario import measure_scenario
 
         loop = asyncio.get_running_loop()
-        headers, api_key = _auth_headers(self.settings)
+        _, api_key = _auth_headers(self.settings)
         # The gate is synchronous: it runs in a worker thread and hands each measurement
         # back to this loop, where the flow (and whatever the test made for it) lives.
         profile = WorkloadProfile(name=name, dataset="scenario", num_prompts=1)
 
         def measure_once() -> Any:
-            work = measure_scenario(
-                name, flow, self.target, self.settings, headers=headers, api_key=api_key
-            )
+            work = measure_scenario(name, flow, self.target, self.settings, api_key)
             return asyncio.run_coroutine_threadsafe(work, loop).result()
 
         failure: str | None = None

@@ -164,7 +164,8 @@ def run_ab(
     except _Stop as stop:
         verdict = stop.verdict
     minutes = (clock() - started) / 60.0
-    return _result(request, verdict, pairs, sequence, decisions, tolerances, minutes)
+    experiment = _experiment(request, pairs, sequence, decisions, tolerances, minutes)
+    return _result(request, verdict, pairs, experiment)
 
 
 def _median(runs: Sequence[Measurement], metric: str) -> float | None:
@@ -269,11 +270,10 @@ def _result(
     request: ABRequest,
     verdict: Verdict,
     pairs: Sequence[tuple[Measurement, Measurement]],
-    sequence: Sequence[str],
-    decisions: Sequence[paired.MetricDecision],
-    tolerances: Mapping[str, float],
-    minutes: float,
+    experiment: dict[str, Any],
 ) -> ProfileResult:
+    """The candidate's side of the experiment as a result: medians of its runs, the pairs'
+    notes, and ``experiment`` (``_experiment``) for the reports."""
     candidates = [p[1] for p in pairs]
     center = {}
     if candidates:
@@ -295,11 +295,11 @@ def _result(
         engine_version=target.version,
         command=target.command,
         baseline_file=f"A/B against {request.reference.variant}",
-        runs=len(sequence),
+        runs=len(experiment["order"]),  # every run, an unfinished pair's too
         errors=last.errors if last else (),
         notes=tuple(dict.fromkeys([*target.notes, *notes])),
         variant=target.variant,
         series=last.series if last else {},
         machine=request.machine,
-        ab=_experiment(request, pairs, sequence, decisions, tolerances, minutes),
+        ab=experiment,
     )

@@ -27,6 +27,7 @@ from pytest_llmperf.gate.capacity import (
 from pytest_llmperf.measure.profiles import WorkloadProfile
 from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.measure.sweep import SweepSearch, SweepSpec
+from pytest_llmperf.models import SUMMARY_LATENCIES
 
 __all__ = [
     "SWEEP_TOLERANCES",
@@ -50,14 +51,7 @@ CURVE_METRICS: tuple[str, ...] = (
     "request_throughput",
     "request_goodput",
     "output_throughput",
-    "mean_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "p99_itl_ms",
-    "mean_e2el_ms",
-    "p99_e2el_ms",
+    *SUMMARY_LATENCIES,
 )
 
 MeasureLoad = Callable[[float], Mapping[str, Any]]

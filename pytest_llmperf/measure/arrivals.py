@@ -25,8 +25,6 @@ import numpy as np
 
 from pytest_llmperf.errors import ConfigError
 
-__all__ = ["RAMP_STRATEGIES", "RampUp", "arrival_offsets"]
-
 RampStrategy = Literal["linear", "exponential"]
 RAMP_STRATEGIES: tuple[RampStrategy, ...] = ("linear", "exponential")
 

@@ -64,7 +64,6 @@ __all__ = [
     "LoadResult",
     "Progress",
     "TokenCounter",
-    "arrival_offsets",
     "request_payload",
     "run_load",
     "run_load_async",
@@ -144,20 +143,6 @@ class LoadResult:
     records: tuple[RequestRecord, ...]  # in submission order
     duration: float  # first dispatch to last completion (metrics-spec §1 step 8)
     start: float = 0.0  # perf_counter() at the first dispatch
-
-
-def arrival_offsets(
-    n: int,
-    request_rate: float,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    ramp_up: RampUp | None = None,
-) -> list[float]:
-    """Send times of ``n`` requests (see :func:`arrivals.arrival_offsets`)."""
-    # Imported here: the schedule needs NumPy, this module's import does not.
-    from pytest_llmperf.measure import arrivals
-
-    return arrivals.arrival_offsets(n, request_rate, burstiness, seed, ramp_up)
 
 
 def request_payload(config: LoadConfig, request: SampleRequest) -> dict[str, Any]:
@@ -536,6 +521,9 @@ async def run_load_async(
         no usage; without it, the number of token chunks is used.
     :param transport: an httpx transport to use instead of ``StreamingTransport``.
     """
+    # Imported here: the schedule needs NumPy, this module's import does not.
+    from pytest_llmperf.measure.arrivals import arrival_offsets
+
     offsets = arrival_offsets(
         len(requests), config.request_rate, config.burstiness, config.seed, config.ramp_up
     )

@@ -153,12 +153,19 @@ def _check_shared_prefix(source: str, name: str, data: dict[str, Any]) -> None:
         )
     for key in _PREFIX_KEYS:
         _positive_int(source, name, key, data.get(key), optional=False)
+    _counts_divisible(
+        source, name, data, "num_prefixes", "every prefix is shared by the same number of requests"
+    )
+
+
+def _counts_divisible(source: str, name: str, data: dict[str, Any], divisor: str, why: str) -> None:
+    """``num_prompts`` and ``embedded_num_prompts`` must be multiples of ``data[divisor]``."""
     for key in ("num_prompts", "embedded_num_prompts"):
         count = data.get(key)
-        if count is not None and count % data["num_prefixes"]:
+        if count is not None and count % data[divisor]:
             raise ProfileError(
-                f"{source}: profile {name!r}: {key} {count} is not a multiple of num_prefixes "
-                f"{data['num_prefixes']}; every prefix is shared by the same number of requests"
+                f"{source}: profile {name!r}: {key} {count} is not a multiple of {divisor} "
+                f"{data[divisor]}; {why}"
             )
 
 
@@ -189,13 +196,9 @@ def _check_turns(source: str, name: str, data: dict[str, Any]) -> None:
             f"{source}: profile {name!r}: multi-turn sends a chat history; use the endpoint "
             "/v1/chat/completions"
         )
-    for key in ("num_prompts", "embedded_num_prompts"):
-        count = data.get(key)
-        if count is not None and count % data["turns"]:
-            raise ProfileError(
-                f"{source}: profile {name!r}: {key} {count} is not a multiple of turns "
-                f"{data['turns']}; num_prompts counts every turn of every conversation"
-            )
+    _counts_divisible(
+        source, name, data, "turns", "num_prompts counts every turn of every conversation"
+    )
 
 
 def _build(source: str, name: str, raw: Any) -> WorkloadProfile:

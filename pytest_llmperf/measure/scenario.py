@@ -14,6 +14,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pytest_llmperf import redact
 from pytest_llmperf.config import Settings
 from pytest_llmperf.engines.session import Target
 from pytest_llmperf.measure import metrics, series
@@ -46,18 +47,13 @@ def _key(label: str) -> str:
 
 
 async def measure_scenario(
-    name: str,
-    flow: Flow,
-    target: Target,
-    settings: Settings,
-    *,
-    headers: dict[str, str],
-    api_key: str | None = None,
+    name: str, flow: Flow, target: Target, settings: Settings, api_key: str | None = None
 ) -> Measurement:
-    """Run ``flow`` once and measure it; ``<label>_*`` metrics per request label."""
+    """Run ``flow`` once and measure it; ``<label>_*`` metrics per request label. The key
+    goes into the flow's requests and into the engine-metrics reads alike."""
     target.check_alive()
     config = salted(scenario_config(target, settings, api_key), target.spec)
-    probe = engine_probe(target, headers)
+    probe = engine_probe(target, redact.auth_headers(redact.Secret(api_key) if api_key else None))
     with probe or contextlib.nullcontext():
         async with MeasuredClient(config) as client:
             await flow(client)

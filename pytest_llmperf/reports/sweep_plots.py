@@ -75,11 +75,8 @@ def curve_figure(result: ProfileResult) -> Any:
             )  # fmt: skip
         figure.update_xaxes(title_text=_axis(sweep), row=1, col=column)
         figure.update_yaxes(title_text="ms", row=1, col=column)
-    figure.update_layout(
-        title=plot_text(f"{result.label}/{result.profile}: latency against load"),
-        height=400,
-        margin={"t": 70, "b": 50},
-    )
+    title = plot_text(f"{result.label}/{result.profile}: latency against load")
+    figure.update_layout(title=title, height=400, margin={"t": 70, "b": 50})
     return figure
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 from pytest_llmperf.gate.ledger import Ledger, ProfileResult
-from pytest_llmperf.models import MetricComparison, Outcome, Verdict
+from pytest_llmperf.models import SUMMARY_LATENCIES, MetricComparison, Outcome, Verdict
 
 
 def _number(value: float) -> str:
@@ -116,14 +116,7 @@ KEY_METRICS = (
     "total_token_throughput",
     "output_throughput",
     "request_throughput",
-    "mean_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "p99_itl_ms",
-    "mean_e2el_ms",
-    "p99_e2el_ms",
+    *SUMMARY_LATENCIES,
     "completed",
     "failed",
     # The engine's own view (present where its metrics page was read; measure/engine_metrics)

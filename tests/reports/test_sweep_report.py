@@ -24,6 +24,7 @@ from pytest_llmperf.measure.slo import Slo
 from pytest_llmperf.reports.markdown import session_markdown
 from pytest_llmperf.reports.summary import terminal_lines
 from pytest_llmperf.reports.sweep_table import sweep_table
+from pytest_llmperf.reports.tables import SessionView
 from tests.reports import factory
 
 SLOS = (Slo("p99_ttft_ms", 500.0), Slo("p99_tpot_ms", 40.0))
@@ -73,7 +74,7 @@ def test_terminal_and_markdown_show_the_sweep() -> None:
     lines = "\n".join(terminal_lines(book, verbose=False))
     assert "vllm/embedded-sweep: sweep" in lines
     assert "capacity at SLO:" in lines
-    markdown = session_markdown(book, hardware="cpu")
+    markdown = session_markdown(SessionView(book, "cpu"))
     assert "### Sweep vllm/embedded-sweep" in markdown
     assert "| req/s | SLO | p99 TTFT ms |" in markdown
 
@@ -84,7 +85,7 @@ def test_html_has_the_curve_and_the_pareto_plot() -> None:
 
     book = Ledger()
     book.add(sweep_result())
-    page = render(book, hardware="cpu")
+    page = render(SessionView(book, "cpu"))
     assert 'data-plot="sweep-curve-0"' in page
     assert 'data-plot="sweep-pareto-0"' in page
     assert "SLO 500 ms" in page  # the SLO line's label
@@ -100,7 +101,7 @@ def test_sweep_plots_render_in_headless_chromium(tmp_path: Path) -> None:
     book = Ledger()
     book.add(sweep_result())
     page = tmp_path / "report.html"
-    write(page, render(book, hardware="cpu"))
+    write(page, render(SessionView(book, "cpu")))
     dom = _browse(
         binary, tmp_path / "dom", "--virtual-time-budget=15000", "--dump-dom", page.as_uri()
     )

@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from pytest_llmperf.errors import ConfigError
-from pytest_llmperf.measure.loadgen import arrival_offsets
+from pytest_llmperf.measure.arrivals import arrival_offsets
 
 
 def gaps(offsets: list[float]) -> list[float]:
