@@ -92,6 +92,15 @@ class EngineMetricNames:
     hint: str = ""  # how to make the engine expose them, for the note when it does not
 
 
+def builtin_metric_names(engine: str) -> EngineMetricNames:
+    """A built-in engine's metric names, from ``metric_names.yaml`` beside this module (a
+    table kept as data: the engines differ in every name, not in how they are read)."""
+    import yaml
+
+    table = yaml.safe_load((Path(__file__).with_name("metric_names.yaml")).read_text())
+    return EngineMetricNames(**table[engine])
+
+
 Fetch = Callable[[str], tuple[int, str]]
 """``fetch(path)``: GET a path of the running server; (status, body)."""
 

@@ -18,12 +18,12 @@ from typing import Any, ClassVar
 
 from pytest_llmperf.engines.base import (
     CacheReset,
-    EngineMetricNames,
     EngineSpec,
     Fetch,
     LaunchPlan,
     LaunchRequest,
     RequestQuirks,
+    builtin_metric_names,
 )
 
 DEFAULT_EXECUTABLE = "llama-server"
@@ -56,12 +56,7 @@ class LlamaCppEngine(EngineSpec):
         f"{SLOT_SAVE_PATH_FLAG})",
     )
 
-    # llama-server's Prometheus gauges (no prefix-cache counters); /metrics is off by default.
-    engine_metrics: ClassVar[EngineMetricNames | None] = EngineMetricNames(
-        running="llamacpp:requests_processing",
-        waiting="llamacpp:requests_deferred",
-        hint="start llama-server with --metrics",
-    )
+    engine_metrics = builtin_metric_names("llamacpp")
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable or DEFAULT_EXECUTABLE

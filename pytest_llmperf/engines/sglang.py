@@ -13,11 +13,11 @@ from typing import ClassVar
 from pytest_llmperf.engines.base import (
     COMMON_NORMAL_STOP_CODES,
     CacheReset,
-    EngineMetricNames,
     EngineSpec,
     LaunchPlan,
     LaunchRequest,
     ResetAnswer,
+    builtin_metric_names,
     is_python,
 )
 
@@ -37,18 +37,7 @@ class SGLangEngine(EngineSpec):
     # Later releases keep /get_server_info only as a deprecated alias of /server_info.
     version_paths: ClassVar[tuple[str, ...]] = ("/server_info", "/get_server_info")
     cache_reset: ClassVar[CacheReset | None] = CacheReset("POST", "/flush_cache")
-    # sglang/srt/metrics/collector.py; a retraction is SGLang's preemption. The cached-token
-    # counter over the prompt-token counter is the hit rate (both count tokens).
-    engine_metrics: ClassVar[EngineMetricNames | None] = EngineMetricNames(
-        prefix_cache_queries="sglang:prompt_tokens",
-        prefix_cache_hits="sglang:cached_tokens",
-        preemptions="sglang:num_retracted_requests",
-        queue_time="sglang:queue_time_seconds",
-        kv_cache_usage="sglang:token_usage",
-        running="sglang:num_running_reqs",
-        waiting="sglang:num_queue_reqs",
-        hint="start SGLang with --enable-metrics",
-    )
+    engine_metrics = builtin_metric_names("sglang")
 
     def reset_answer(self, status_code: int, body: str) -> ResetAnswer:
         """200 when flushed; 400 while requests run or wait (the same text either way)."""

@@ -10,10 +10,10 @@ from typing import ClassVar
 
 from pytest_llmperf.engines.base import (
     UVICORN_READY,
-    EngineMetricNames,
     EngineSpec,
     LaunchPlan,
     LaunchRequest,
+    builtin_metric_names,
 )
 
 DEFAULT_EXECUTABLE = "trtllm-serve"
@@ -27,11 +27,7 @@ class TensorRTLLMEngine(EngineSpec):
     no_cache_reset: ClassVar[str] = (
         "TensorRT-LLM has no reset route, and it reuses KV blocks by default"
     )
-    # trtllm-serve mounts prometheus_client's app at /prometheus/metrics; its collector
-    # (tensorrt_llm/metrics/collector.py) has request histograms only, no cache counters.
-    engine_metrics: ClassVar[EngineMetricNames | None] = EngineMetricNames(
-        path="/prometheus/metrics", queue_time="request_queue_time_seconds"
-    )
+    engine_metrics = builtin_metric_names("trtllm")
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         return self.served(request, (request.executable or DEFAULT_EXECUTABLE, request.model))

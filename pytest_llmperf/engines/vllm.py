@@ -9,10 +9,10 @@ from typing import ClassVar
 
 from pytest_llmperf.engines.base import (
     UVICORN_READY,
-    EngineMetricNames,
     EngineSpec,
     LaunchPlan,
     LaunchRequest,
+    builtin_metric_names,
     is_python,
 )
 
@@ -38,16 +38,7 @@ class VLLMEngine(EngineSpec):
     # opens /collective_rpc, /sleep and weight updates on the port, unguarded by --api-key.
     # The plugin never turns it on: every run salts the prefix cache instead.
     prefix_cache_salt: ClassVar[bool] = True
-    # vLLM's v1 metrics (vllm/v1/metrics/loggers.py); the cache counters count tokens.
-    engine_metrics: ClassVar[EngineMetricNames | None] = EngineMetricNames(
-        prefix_cache_queries="vllm:prefix_cache_queries",
-        prefix_cache_hits="vllm:prefix_cache_hits",
-        preemptions="vllm:num_preemptions",
-        queue_time="vllm:request_queue_time_seconds",
-        kv_cache_usage="vllm:kv_cache_usage_perc",
-        running="vllm:num_requests_running",
-        waiting="vllm:num_requests_waiting",
-    )
+    engine_metrics = builtin_metric_names("vllm")
 
     def plan(self, request: LaunchRequest) -> LaunchPlan:
         executable = request.executable
