@@ -1,21 +1,23 @@
 """An async scenario test on real vLLM: a three-step tool-call-like flow is recorded as a
-baseline, passes on a rerun, and fails when the engine is made three times slower.
+baseline, passes on a rerun, and fails when the engine itself is made three times slower.
 
-vLLM serves the embedded model; the plugin reaches it as an external engine through the
-latency-injecting proxy (tests/support/slow_proxy.py), which at factor 1 passes streams
-through and at factor 3 stretches every token's time threefold, the engine's work unchanged.
+vLLM serves the embedded model under tests/bench/cpu_slowdown.py, which stops the engine's
+whole process tree for a share of every 100 ms: 0 % while recording and rerunning, then
+200 % (stopped two thirds of the time), read from a control file, so the same server slows
+down without a restart. The plugin reaches vLLM as an external engine.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import requires_vllm
-from tests.support.slow_proxy import SlowProxyProcess
 
 pytestmark = [pytest.mark.e2e, requires_vllm]
 pytest.importorskip("pytest_asyncio")
@@ -51,8 +53,20 @@ async def test_tool_loop(llmperf_scenario):
 """
 
 
+SLOWDOWN = Path(__file__).resolve().parents[1] / "bench" / "cpu_slowdown.py"
+
+
+@dataclass
+class SlowableEngine:
+    base_url: str
+    control: Path  # the slowdown in percent, read every 100 ms
+
+    def slow_down(self, percent: float) -> None:
+        self.control.write_text(f"{percent}\n")
+
+
 @pytest.fixture
-def proxy(tiny_model_dir: Path, tmp_path: Path) -> Iterator[SlowProxyProcess]:
+def engine(tiny_model_dir: Path, tmp_path: Path) -> Iterator[SlowableEngine]:
     from pytest_llmperf.engines import LaunchRequest, get_engine
     from pytest_llmperf.engines.base import free_port
     from pytest_llmperf.engines.server import EngineServer
@@ -67,8 +81,10 @@ def proxy(tiny_model_dir: Path, tmp_path: Path) -> Iterator[SlowProxyProcess]:
         engine_args=("--served-model-name", TINY_MODEL_NAME, "--max-model-len", "4096"),
     )
     plan = spec.plan(request)
+    control = tmp_path / "slowdown-percent"
+    control.write_text("0\n")
     plan = type(plan)(
-        argv=plan.argv,
+        argv=(sys.executable, str(SLOWDOWN), "--control", str(control), "--", *plan.argv),
         base_url=plan.base_url,
         health_url=plan.health_url,
         env={**plan.env, **VLLM_TEST_ENV},
@@ -77,17 +93,16 @@ def proxy(tiny_model_dir: Path, tmp_path: Path) -> Iterator[SlowProxyProcess]:
     server.start()
     try:
         server.wait_ready()
-        with SlowProxyProcess(plan.base_url) as slow:
-            yield slow
+        yield SlowableEngine(plan.base_url, control)
     finally:
         server.stop()
 
 
-def _run(pytester: pytest.Pytester, proxy: SlowProxyProcess, model: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+def _run(pytester: pytest.Pytester, engine: SlowableEngine, model: Path, *extra: str) -> dict:  # type: ignore[type-arg]
     out = pytester.path / "result.json"
     result = pytester.runpytest_subprocess(
         "--engine=external",
-        f"--endpoint={proxy.base_url}",
+        f"--endpoint={engine.base_url}",
         f"--model={model}",
         "--hardware=cpu",
         "--llmperf-repeat=2",
@@ -105,23 +120,23 @@ def _run(pytester: pytest.Pytester, proxy: SlowProxyProcess, model: Path, *extra
 
 
 def test_scenario_records_passes_and_fails_slowed(
-    pytester: pytest.Pytester, proxy: SlowProxyProcess, tiny_model_dir: Path
+    pytester: pytest.Pytester, engine: SlowableEngine, tiny_model_dir: Path
 ) -> None:
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_flow=SUITE)
 
-    recorded = _run(pytester, proxy, tiny_model_dir, "--update-baselines")
+    recorded = _run(pytester, engine, tiny_model_dir, "--update-baselines")
     assert recorded["outcome"] == "recorded"
     assert recorded["metrics"]["completed"] == 5
     assert recorded["metrics"]["tool_completed"] == 3
     print("recorded:", {k: recorded["metrics"][k] for k in ("mean_e2el_ms", "mean_ttft_ms")})
 
-    rerun = _run(pytester, proxy, tiny_model_dir)
+    rerun = _run(pytester, engine, tiny_model_dir)
     print("rerun:", rerun["metrics"]["mean_e2el_ms"], rerun["outcome"])
     assert rerun["pytest"].get("passed") == 1, rerun["comparisons"]
 
-    proxy.set_factor(3.0)
-    slowed = _run(pytester, proxy, tiny_model_dir)
+    engine.slow_down(200.0)  # three times the time for the same work
+    slowed = _run(pytester, engine, tiny_model_dir)
     print("slowed:", slowed["metrics"]["mean_e2el_ms"], slowed["outcome"])
     assert slowed["outcome"] == "regressed"
     assert slowed["pytest"].get("failed") == 1
