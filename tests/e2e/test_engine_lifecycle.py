@@ -23,7 +23,7 @@ from pytest_llmperf.engines.server import EngineServer, descendants, group_membe
 from pytest_llmperf.engines.warden import is_alive
 from pytest_llmperf.errors import EngineStartError
 from tests.conftest import TINY_MODEL_NAME, VLLM_TEST_ENV, free_port, requires_vllm, start_vllm
-from tests.support.processes import command_line, wait_gone
+from tests.support.processes import command_line, default_sigint, wait_gone
 
 pytestmark = [pytest.mark.e2e, requires_vllm]
 
@@ -137,6 +137,7 @@ def _pytest_holding_an_engine(tmp_path: Path) -> tuple[subprocess.Popen[bytes], 
         [sys.executable, "-m", "pytest", str(tmp_path / "test_hold.py"), "--engine=vllm",
          "--hardware=cpu", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-q"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=default_sigint,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
@@ -189,6 +190,7 @@ def test_engine_follows_a_pytest_killed_while_the_engine_starts(tmp_path: Path) 
         [sys.executable, "-m", "pytest", str(tmp_path / "test_hold.py"), "--engine=vllm",
          "--hardware=cpu", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-q"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=default_sigint,
     )  # fmt: skip
     family: set[int] = set()
     try:

@@ -28,6 +28,7 @@ from pytest_llmperf.measure.loadgen import (
     run_load_async,
 )
 from pytest_llmperf.models import SampleRequest
+from tests.support.processes import default_sigint
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -350,7 +351,11 @@ def test_ctrl_c_stops_a_run_and_closes_its_connections(stand_in: StandInProcess)
         """
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
     )
     try:
         assert proc.stdout is not None

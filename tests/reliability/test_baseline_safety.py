@@ -31,6 +31,7 @@ from tests.reliability.helpers import (
     seed_baseline,
 )
 from tests.support.fault_proxy import FaultProxy
+from tests.support.processes import default_sigint
 
 FILLER_PROFILES = 40  # other profiles of the file, which every update must keep
 WRITER = [sys.executable, str(baseline_writer.SCRIPT)]
@@ -90,6 +91,7 @@ def test_interrupted_update_leaves_old_or_complete_new_file(
             [*WRITER, str(path), "p", str(written + 1)],
             stdout=subprocess.PIPE,
             text=True,
+            preexec_fn=default_sigint,
         )
         assert writer.stdout is not None
         first = writer.stdout.readline()  # one update done: the loop is running
@@ -139,7 +141,10 @@ def test_interrupt_inside_the_write_never_tears_the_file(
     rng = random.Random(int(sig) + 1)
     for _ in range(10):
         writer = subprocess.Popen(
-            [sys.executable, "-c", ATOMIC_WRITER, str(path)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", ATOMIC_WRITER, str(path)],
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
         )
         assert writer.stdout is not None
         assert writer.stdout.readline().strip() == "ready"

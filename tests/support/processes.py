@@ -26,3 +26,12 @@ def wait_gone(pids: Iterable[int], timeout: float, interval: float = 0.1) -> lis
     while [p for p in pids if is_alive(p)] and time.monotonic() < deadline:
         time.sleep(interval)
     return [p for p in pids if is_alive(p)]
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test interrupts with SIGINT: a shell starts background
+    jobs (``cmd &``, nohup) with SIGINT ignored, the child inherits that, and Python then
+    installs no KeyboardInterrupt handler, so the Ctrl-C the test sends would never arrive."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
