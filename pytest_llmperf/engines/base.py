@@ -93,12 +93,11 @@ class EngineMetricNames:
 
 
 def builtin_metric_names(engine: str) -> EngineMetricNames:
-    """A built-in engine's metric names, from ``metric_names.yaml`` beside this module (a
+    """A built-in engine's metric names, from ``metric_names.json`` beside this module (a
     table kept as data: the engines differ in every name, not in how they are read)."""
-    import yaml
-
-    table = yaml.safe_load((Path(__file__).with_name("metric_names.yaml")).read_text())
-    return EngineMetricNames(**table[engine])
+    table = json.loads(Path(__file__).with_name("metric_names.json").read_text())
+    names = {key: value for key, value in table[engine].items() if key != "source"}
+    return EngineMetricNames(**names)
 
 
 Fetch = Callable[[str], tuple[int, str]]

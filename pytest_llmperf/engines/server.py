@@ -348,7 +348,7 @@ class EngineServer:
         # Children that left the group (setsid) are still ours: signal them one by one, each
         # only while it is the process we saw (psutil compares start times).
         self._family.scan()
-        self._family.signal(sig)
+        self._family.signal(sig, skip_group=self._proc.pid)
 
     def _leftovers(self) -> set[int]:
         assert self._proc is not None

@@ -110,8 +110,18 @@ class EngineFamily:
     def alive(self) -> list[psutil.Process]:
         return [process for process in self.known.values() if running(process)]
 
-    def signal(self, sig: int) -> None:
-        signal_each(self.alive(), sig)
+    def signal(self, sig: int, *, skip_group: int | None = None) -> None:
+        """``sig`` to every live process of the engine; with ``skip_group``, not to the members
+        of that process group (a killpg already reached them, and a second SIGTERM is an
+        order to quit at once for llama-server, which then exits 1)."""
+        signal_each([p for p in self.alive() if _group_of(p) != skip_group], sig)
+
+
+def _group_of(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except OSError:
+        return None
 
 
 def signal_each(processes: Iterable[psutil.Process], sig: int) -> None:
