@@ -11,10 +11,6 @@ written.
 from __future__ import annotations
 
 import hashlib
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +18,8 @@ import yaml
 
 from pytest_llmperf.engines import fingerprint
 from pytest_llmperf.gate.loop import first_run_tolerances
-from tests.conftest import VLLM_TEST_ENV, requires_vllm
+from tests.conftest import requires_vllm
+from tests.support.root_suite import run_root_suite, verdicts
 
 pytestmark = [pytest.mark.e2e, requires_vllm]
 
@@ -46,28 +43,6 @@ def _another_machine(path: Path) -> None:
     path.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
-def _suite(baselines: Path, *extra: str) -> str:
-    environment = {k: v for k, v in os.environ.items() if k != "CI"}  # a person's machine
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "pytest", "test_serving.py", "--engine=vllm",
-            "--hardware=cpu", f"--llmperf-profile={','.join(PROFILES)}",
-            f"--baseline-dir={baselines}", "-p", "no:cacheprovider", "-rA", *extra,
-        ],
-        cwd=REPO, env={**environment, **VLLM_TEST_ENV}, capture_output=True, text=True,
-        timeout=900, check=False,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
-    assert done.returncode in (0, 1), output
-    return f"exit {done.returncode}\n{output}"
-
-
-def _verdicts(output: str) -> dict[str, str]:
-    """profile -> outcome, from the summary lines (``vllm/medium: ... -> pass (...)``)."""
-    found = re.findall(r"^vllm/(\S+):.* -> ([a-z-]+)", output, re.MULTILINE)
-    return dict(found)
-
-
 def test_first_run_records_this_machine_then_a_real_slowdown_fails(tmp_path: Path) -> None:
     baselines = tmp_path / "baselines"
     shipped = baselines / "cpu" / "tiny-qwen3" / "vllm.yaml"
@@ -78,10 +53,10 @@ def test_first_run_records_this_machine_then_a_real_slowdown_fails(tmp_path: Pat
     here = fingerprint.machine_key(fingerprint.this_machine())
     own = baselines / here / "tiny-qwen3" / "vllm.yaml"
 
-    first = _suite(baselines)
+    first = run_root_suite(PROFILES, baselines)
     assert first.startswith("exit 0"), first
     assert "first run on this machine: 2 profile(s)" in first, first
-    assert _verdicts(first) == dict.fromkeys(PROFILES, "recorded"), first
+    assert verdicts(first) == dict.fromkeys(PROFILES, "recorded"), first
     recorded = yaml.safe_load(own.read_text())["profiles"]
     shipped_entries = yaml.safe_load(shipped.read_text())["profiles"]
     for profile in PROFILES:
@@ -91,14 +66,14 @@ def test_first_run_records_this_machine_then_a_real_slowdown_fails(tmp_path: Pat
             shipped_entries[profile]["tolerances"]
         )
 
-    again = _suite(baselines)
+    again = run_root_suite(PROFILES, baselines)
     assert again.startswith("exit 0"), again
-    assert _verdicts(again) == dict.fromkeys(PROFILES, "pass"), again
+    assert verdicts(again) == dict.fromkeys(PROFILES, "pass"), again
     assert "first run" not in again
 
-    slowed = _suite(baselines, "--engine-args=--max-num-seqs 1")
+    slowed = run_root_suite(PROFILES, baselines, "--engine-args=--max-num-seqs 1")
     assert slowed.startswith("exit 1"), slowed
-    assert _verdicts(slowed) == dict.fromkeys(PROFILES, "regressed"), slowed
+    assert verdicts(slowed) == dict.fromkeys(PROFILES, "regressed"), slowed
     for profile in PROFILES:
         assert f"llmperf: profile '{profile}' on vllm regressed" in slowed
     assert "confirmed: a rerun measured the regression again" in slowed
