@@ -36,6 +36,8 @@ class Settings:
     served_model_name: str | None = None
     repeat: int = 1
     confirm_reruns: int = 1
+    # --llmperf-sequential N: decide each profile run by run, at most N runs (gate/sequential.py)
+    sequential_budget: int | None = None
     strict: bool = False  # "improved beyond tolerance" fails too (forces baseline refresh)
     context: str = "pr"
     tolerance_scale: float = 1.0

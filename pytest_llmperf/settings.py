@@ -169,6 +169,13 @@ def add_options(parser: pytest.Parser) -> None:
         "reruns that must agree before a regression fails the test (default 1; 0 = none)",
     )
     option(
+        ["--llmperf-sequential"],
+        "llmperf_sequential",
+        "decide each profile run by run against its stored baseline and stop when the "
+        "verdict is known, at most N runs (replaces --llmperf-repeat and --llmperf-confirm "
+        "for the verdict; docs/noise.md)",
+    )
+    option(
         ["--llmperf-strict"],
         None,
         "fail when a metric improved beyond its tolerance (forces a baseline refresh)",
@@ -444,6 +451,9 @@ def resolve(config: pytest.Config) -> Settings:
         confirm_reruns=_positive_int(
             "--llmperf-confirm", _default(_get(config, "confirm"), 1), allow_zero=True
         ),
+        sequential_budget=None
+        if _get(config, "sequential") is None
+        else _positive_int("--llmperf-sequential", _get(config, "sequential")),
         strict=bool(config.getoption("llmperf_strict")),
         context=context,
         tolerance_scale=tolerance_scale,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 from pytest_llmperf.config import Settings
 from pytest_llmperf.engines import fingerprint
 from pytest_llmperf.engines.session import Target
-from pytest_llmperf.gate import placement, store
+from pytest_llmperf.gate import paired, placement, sequential, store
 from pytest_llmperf.gate import verdict as judging
 from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.gate.modelkey import check_model
@@ -47,6 +48,9 @@ class GateRequest:
     # run outside CI), or "fail" and say how to record it (CI).
     first_run: str = "fail"
     hardware_detected: bool = False  # no --hardware: ``hardware`` is this machine's family
+    # --llmperf-sequential: decide run by run, at most this many runs (gate/sequential.py);
+    # None: ``repeat`` runs and ``confirm_reruns``.
+    sequential_budget: int | None = None
 
     @property
     def machine_key(self) -> str:
@@ -81,6 +85,7 @@ def gate_request(
         machine=machine,
         first_run=settings.first_run,
         hardware_detected=settings.hardware is None,
+        sequential_budget=settings.sequential_budget,
     )
 
 
@@ -167,8 +172,8 @@ def run_gate(
     it counts (``confirm_reruns``), because one noisy run must not fail a pull request."""
     places = _placement(request)
 
-    def measure_round() -> list[Measurement]:
-        return [measure_once() for _ in range(request.repeat)]
+    def measure_round(count: int = request.repeat) -> list[Measurement]:
+        return [measure_once() for _ in range(count)]
 
     # Read the baseline before measuring: a malformed file fails the test at once, not
     # after minutes of load whose numbers could not be compared or recorded anyway.
@@ -177,7 +182,10 @@ def run_gate(
         check_model(candidate, _model_key(request.target))
     found = placement.find(places, request.profile.name, variant, request.machine)
     entry, path = found.entry, found.path
-    runs = measure_round()
+    started = time.monotonic()
+    # The sequential rule starts from one run; recording takes the repeats asked for.
+    stepwise = request.sequential_budget is not None and not request.update
+    runs = measure_round(1 if stepwise else request.repeat)
     center, spread = summarize(runs)
     workload = runs[0].workload
     notes = [note for run in runs for note in run.notes]
@@ -188,10 +196,15 @@ def run_gate(
         verdict, path = _record_or_refuse(
             request, places, entry, changed, center, spread, workload, runs, path
         )
+    if verdict is None and stepwise and entry is not None and request.sequential_budget:
+        verdict, runs = _judge_sequentially(
+            request, entry, workload, path, runs, measure_once, started
+        )
+        center, spread = summarize(runs)
+        if verdict is not None:
+            verdict = _unknown_machine(request, entry, verdict)
     if verdict is None:
         verdict = _judge(request, entry, center, spread, workload, path)
-        if entry is not None and entry.machine is None and request.machine is not None:
-            verdict = replace(verdict, notes=(*verdict.notes, _UNKNOWN_MACHINE))
         reruns = 0
         while verdict.outcome is Outcome.REGRESSED and reruns < request.confirm_reruns:
             reruns += 1
@@ -210,6 +223,7 @@ def run_gate(
             else:
                 verdict = replace(second, confirmed=True)
                 center, spread, runs = again_center, again_spread, again
+        verdict = _unknown_machine(request, entry, verdict)
         if runs[-1].sweep and verdict.comparisons:
             steps = regression_notes(entry.sweep if entry else None, runs[-1].sweep)
             verdict = replace(verdict, notes=(*verdict.notes, *steps))
@@ -242,6 +256,17 @@ _UNKNOWN_MACHINE = (
     "the baseline does not say which machine measured it (recorded before fingerprints): "
     "compared as it is; re-record it on its machine with --update-baselines to add one"
 )
+
+
+def _unknown_machine(
+    request: GateRequest, entry: store.BaselineEntry | None, verdict: Verdict
+) -> Verdict:
+    """A judged verdict, with the note that the baseline names no machine where it does not."""
+    if not verdict.comparisons or entry is None:
+        return verdict
+    if entry.machine is not None or request.machine is None:
+        return verdict
+    return replace(verdict, notes=(*verdict.notes, _UNKNOWN_MACHINE))
 
 
 def _machine_changes(
@@ -400,6 +425,7 @@ def _judge(
     spread: Mapping[str, float],
     workload: Mapping[str, Any],
     path: Path,
+    runs: int | None = None,
 ) -> Verdict:
     return judging.judge(
         entry,
@@ -409,8 +435,80 @@ def _judge(
         baseline_file=path,
         tolerance_overrides=request.tolerance_overrides,
         measured_spread=spread,
-        measured_runs=request.repeat,
+        measured_runs=request.repeat if runs is None else runs,
         gate=request.gate,
+    )
+
+
+def _judge_sequentially(
+    request: GateRequest,
+    entry: store.BaselineEntry,
+    workload: Mapping[str, Any],
+    path: Path,
+    runs: list[Measurement],
+    measure_once: Callable[[], Measurement],
+    started: float,
+) -> tuple[Verdict | None, list[Measurement]]:
+    """Measure one run at a time until the sequential rule decides or its budget is spent
+    (gate/sequential.py). ``None``: the usual rule judges (a workload or baseline state the
+    rule does not apply to, or the budget spent undecided)."""
+    gate = request.gate or judging.GateSettings()
+    first = _judge(request, entry, *summarize(runs), workload, path, runs=len(runs))
+    if not first.comparisons:  # no-baseline, workload-changed, ...: nothing to decide
+        return first, runs
+    rule = sequential.StoredRule(budget=max(request.sequential_budget or 1, 1))
+    scale = gate.tolerance_scale
+    tolerances = {
+        metric: limit * scale
+        for metric, limit in judging.gated_tolerances(
+            entry, request.tolerance_overrides, gate
+        ).items()
+    }
+    baselines = {
+        metric: sequential.Baseline(value, entry.spread.get(metric), entry.runs)
+        for metric, value in entry.metrics.items()
+    }
+    while True:
+        state, decisions = sequential.decide(
+            baselines, [run.metrics for run in runs], tolerances, rule, gate.floor_ms
+        )
+        if state is not None or len(runs) >= rule.budget:
+            break
+        runs.append(measure_once())
+        failing = _too_many_failures(runs[-1:], request.max_failed_requests)
+        failing = failing or _insufficient(runs[-1:], list(tolerances))
+        if failing is not None:
+            return failing, runs
+    minutes = (time.monotonic() - started) / 60.0
+    center, spread = summarize(runs)
+    judged = _judge(request, entry, center, spread, workload, path, runs=len(runs))
+    words = (
+        f"sequential rule (--llmperf-sequential {rule.budget}): {len(runs)} run(s), "
+        f"{minutes:.1f} min; {sequential.describe(decisions)}"
+    )
+    if state in (None, paired.INCONCLUSIVE):
+        note = f"{words}; undecided at the budget, judged by the usual rule on the median"
+        return replace(judged, notes=(*judged.notes, note)), runs
+    by_metric = {decision.metric: decision for decision in decisions}
+    rows = tuple(_sequential_row(row, by_metric.get(row.metric)) for row in judged.comparisons)
+    notes = [note for note in judged.notes if not note.startswith("improved beyond")]
+    return judging.verdict_from_rows(rows, [*notes, words]), runs
+
+
+_ROW_STATUS = {paired.SAME: "pass", paired.REGRESSED: "regressed", paired.IMPROVED: "improved"}
+
+
+def _sequential_row(
+    row: MetricComparison, decision: paired.MetricDecision | None
+) -> MetricComparison:
+    """A gated row as the sequential rule decided it; other rows as they are."""
+    if decision is None or decision.status not in _ROW_STATUS or row.tolerance_pct is None:
+        return row
+    return replace(
+        row,
+        status=_ROW_STATUS[decision.status],
+        threshold_pct=decision.tolerance_pct,
+        decided_by="sequential",
     )
 
 

@@ -100,6 +100,21 @@ def walsh_averages(values: Sequence[float]) -> list[float]:
     return sorted((values[i] + values[j]) / 2.0 for i in range(n) for j in range(i, n))
 
 
+def _middle(ordered: Sequence[float]) -> float:
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2.0
+
+
+def hodges_lehmann_estimate(values: Sequence[float]) -> float:
+    """The median of the Walsh averages: nearly as efficient as the mean on normal data,
+    and one stalled run moves it by one rank, not by its size."""
+    if not values:
+        raise ValueError("no paired values")
+    return _middle(walsh_averages(values))
+
+
 def hodges_lehmann(values: Sequence[float], alpha: float) -> Interval:
     """The HL estimate of the median and its Wilcoxon signed-rank ``1 - alpha`` interval
     (infinite bounds when the pairs are too few for that confidence)."""
@@ -107,8 +122,7 @@ def hodges_lehmann(values: Sequence[float], alpha: float) -> Interval:
         raise ValueError("no paired values")
     walsh = walsh_averages(values)
     count = len(walsh)
-    middle = count // 2
-    estimate = walsh[middle] if count % 2 else (walsh[middle - 1] + walsh[middle]) / 2.0
+    estimate = _middle(walsh)
     rank = critical_rank(len(values), alpha)
     if rank is None:
         return Interval(estimate, -math.inf, math.inf, 1.0 - alpha)

@@ -46,6 +46,25 @@ class GateSettings:
     floor_ms: float = 0.1
 
 
+def pooled_log_sd(
+    recorded_cv: float | None,
+    recorded_runs: int,
+    measured_cv: float | None,
+    measured_runs: int,
+) -> float | None:
+    """The standard deviation of the log of one run, pooled from the baseline's spread and
+    this measurement's by their degrees of freedom; None when neither side has a spread. A
+    spread written by hand without ``runs`` counts as one degree of freedom."""
+    weighted = 0.0
+    degrees = 0
+    for cv, runs in ((recorded_cv, max(recorded_runs, 2)), (measured_cv, measured_runs)):
+        if cv is not None and runs > 1:
+            variance = math.log1p((cv / 100.0) ** 2)  # variance of the log of one run
+            weighted += (runs - 1) * variance
+            degrees += runs - 1
+    return math.sqrt(weighted / degrees) if degrees else None
+
+
 def noise_limit(
     recorded_cv: float | None,
     recorded_runs: int,
@@ -68,17 +87,10 @@ def noise_limit(
     a regression) and a latency limit grows past +100 %. With no spread known on either side, noise
     explains nothing and the tolerance alone decides.
     """
-    weighted = 0.0
-    degrees = 0
-    for cv, runs in ((recorded_cv, max(recorded_runs, 2)), (measured_cv, measured_runs)):
-        if cv is not None and runs > 1:
-            sigma = math.log1p((cv / 100.0) ** 2)  # variance of the log of one run
-            weighted += (runs - 1) * sigma
-            degrees += runs - 1
-    if not degrees:
+    one_run = pooled_log_sd(recorded_cv, recorded_runs, measured_cv, measured_runs)
+    if one_run is None:
         return 0.0
-    error = math.sqrt(weighted / degrees)
-    error *= math.sqrt(1.0 / max(measured_runs, 1) + 1.0 / max(recorded_runs, 1))
+    error = one_run * math.sqrt(1.0 / max(measured_runs, 1) + 1.0 / max(recorded_runs, 1))
     if direction is Direction.HIGHER_IS_BETTER:
         return -math.expm1(-factor * error) * 100.0
     return math.expm1(factor * error) * 100.0
@@ -111,6 +123,18 @@ def _threshold(
     return tolerance, "tolerance"
 
 
+def gated_tolerances(
+    entry: BaselineEntry,
+    tolerance_overrides: Mapping[str, float] | None,
+    gate: GateSettings,
+) -> dict[str, float]:
+    """The gated metrics and their tolerances (percent, before the context's scale): the
+    entry's, else the defaults, with a test's overrides on top, in the entry's order."""
+    tolerances = dict(entry.tolerances or gate.default_tolerances or DEFAULT_TOLERANCES)
+    tolerances.update(tolerance_overrides or {})
+    return tolerances
+
+
 def compare(
     entry: BaselineEntry,
     measured: Mapping[str, Any],
@@ -127,8 +151,7 @@ def compare(
     ``measured_spread``; the limit is the larger of the tolerance and ``noise_limit``.
     """
     gate = gate or GateSettings()
-    tolerances = dict(entry.tolerances or gate.default_tolerances or DEFAULT_TOLERANCES)
-    tolerances.update(tolerance_overrides or {})
+    tolerances = gated_tolerances(entry, tolerance_overrides, gate)
     rows: list[MetricComparison] = []
     # Gated metrics first, in the order their tolerances are listed; then the rest by name.
     gated_order = {metric: index for index, metric in enumerate(tolerances)}
@@ -253,7 +276,14 @@ def judge(
         measured_runs=measured_runs,
         gate=gate,
     )
+    return verdict_from_rows(rows, notes)
+
+
+def verdict_from_rows(rows: tuple[MetricComparison, ...], notes: list[str]) -> Verdict:
+    """The profile's outcome from its rows: regressed if one gated metric is, else improved
+    if one is (with the hint to refresh the baseline), else pass."""
     statuses = {row.status for row in rows}
+    notes = list(notes)
     if "regressed" in statuses:
         outcome = Outcome.REGRESSED
     elif "improved" in statuses:

@@ -32,6 +32,8 @@ def _limit(row: MetricComparison) -> str:
     text = f"±{row.tolerance_pct:g}%"
     if row.decided_by == "floor":
         text += " (below the ms floor)"
+    elif row.decided_by == "sequential":
+        text += " (sequential)"
     elif row.threshold_pct is not None and row.decided_by == "spread":
         text += f" (noise ±{row.threshold_pct:.1f}%)"
     elif row.threshold_pct is not None and not math.isclose(row.threshold_pct, row.tolerance_pct):

@@ -43,6 +43,7 @@ from noise_support import embedded_server, load_average, wait_for_quiet
 from slow_proxy import SlowProxyProcess
 
 from pytest_llmperf.atomic import write_atomically
+from pytest_llmperf.errors import BaselineError
 from pytest_llmperf.gate import store
 from pytest_llmperf.gate.loop import GateRequest, run_gate
 from pytest_llmperf.measure.run import measure
@@ -57,7 +58,7 @@ def shipped_tolerances(profile: str) -> dict[str, float] | None:
     """The tolerances the repository's CPU baseline gives the profile, if it has any."""
     try:
         entry = store.load_entry(SHIPPED, profile)
-    except store.BaselineError:
+    except BaselineError:
         return None
     return dict(entry.tolerances) if entry and entry.tolerances else None
 
@@ -75,6 +76,12 @@ def main() -> int:
     parser.add_argument("--profile", default="medium")
     parser.add_argument("--repeat", type=int, default=5, help="--llmperf-repeat of each gate")
     parser.add_argument("--confirm", type=int, default=1, help="--llmperf-confirm of each gate")
+    parser.add_argument(
+        "--sequential",
+        type=int,
+        default=None,
+        help="decide each gate with --llmperf-sequential N instead of --repeat and --confirm",
+    )
     parser.add_argument("--baseline-runs", type=int, default=10)
     parser.add_argument(
         "--tolerances", default=None, help="metric=pct,... (default: the plugin's defaults)"
@@ -137,6 +144,7 @@ def main() -> int:
                 update=update,
                 repeat=repeat,
                 confirm_reruns=confirm,
+                sequential_budget=None if update else args.sequential,
             )
             return run_gate(request, measure_once)
 
@@ -172,6 +180,7 @@ def main() -> int:
             for level in shuffled:
                 proxy.set_factor(level)
                 loads.append(load_average())
+                began = time.monotonic()
                 result = gate(update=False, repeat=args.repeat, confirm=args.confirm)
                 verdict = result.verdict
                 trials.append(
@@ -184,6 +193,8 @@ def main() -> int:
                         or any(UNCONFIRMED in note for note in verdict.notes)
                         or (args.confirm == 0 and verdict.outcome is Outcome.REGRESSED),
                         "load": loads[-1],
+                        "runs": result.runs,
+                        "seconds": round(time.monotonic() - began, 1),
                         "changes": {
                             c.metric: c.change_pct
                             for c in verdict.comparisons
@@ -232,6 +243,7 @@ def write_json(
         "num_prompts": num_prompts,
         "repeat": args.repeat,
         "confirm": args.confirm,
+        "sequential": args.sequential,
         "warmups": args.warmups,
         "tolerances": tolerances,
         "baseline_spread": spread,
@@ -247,8 +259,13 @@ def print_table(
     tolerances: dict[str, float],
     spread: dict[str, float],
 ) -> None:
+    how = (
+        f"sequential, at most {args.sequential} runs"
+        if args.sequential
+        else f"repeat {args.repeat}, confirm {args.confirm}"
+    )
     print(
-        f"profile {args.profile}, gate: repeat {args.repeat}, confirm {args.confirm}; "
+        f"profile {args.profile}, gate: {how}; "
         + ", ".join(
             f"{m} tolerance {t:g} % (baseline CV {spread.get(m, 0.0):.1f} %)"
             for m, t in tolerances.items()
@@ -258,6 +275,7 @@ def print_table(
     header = f"{'injected':<10} {'regressed':>10} {'first look':>11}  " + "  ".join(
         f"{'median ' + m:>30}" for m in metrics
     )
+    header += f"  {'median runs':>11} {'median min':>10}"
     print(header)
     print("-" * len(header))
     for level in levels:
@@ -270,9 +288,12 @@ def print_table(
             values = [t["changes"][metric] for t in rows if metric in t["changes"]]
             changes.append(f"{statistics.median(values):>+29.1f}%" if values else f"{'-':>30}")
         kind = "false alarms" if level == 1.0 else "detected"
+        runs = statistics.median(t.get("runs", 0) for t in rows) if rows else 0
+        minutes = statistics.median(t.get("seconds", 0.0) for t in rows) / 60 if rows else 0.0
         print(
             f"{label:<10} {alarms:>3}/{len(rows):<6} {first:>4}/{len(rows):<6}  "
             + "  ".join(changes)
+            + f"  {runs:>11g} {minutes:>10.2f}"
             + f"   ({kind})"
         )
     others = sorted({t["outcome"] for t in trials} - {Outcome.PASS.value, Outcome.REGRESSED.value})

@@ -219,3 +219,33 @@ def test_nightly_context_scales_tolerances_and_can_warn_only(
     warned.stdout.fnmatch_lines(["*PytestWarning: llmperf: profile 'mini' on external regressed*"])
     assert first_result(pytester)["outcome"] == "regressed"
     pytester.runpytest(*suite).assert_outcomes(failed=1)  # the pr context still fails
+
+
+def test_sequential_rule_stops_as_soon_as_the_verdict_is_known(
+    pytester: pytest.Pytester, suite: list[str], proxy: SlowProxyProcess, tiny_model_dir: Path
+) -> None:
+    path = _record(pytester, suite, tiny_model_dir, "--llmperf-repeat=3")
+    # A known spread (10 %, three runs) and wide tolerances: one run at the baseline's speed
+    # decides "pass", one run at a quarter of it decides "regressed", neither needs more.
+    document = yaml.safe_load(path.read_text())
+    document["profiles"]["mini"]["spread"] = {"total_token_throughput": 10.0, "mean_tpot_ms": 10.0}
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    proxy.reset()
+    same = pytester.runpytest(*suite, "--llmperf-sequential=6")
+    same.assert_outcomes(passed=1)
+    record = first_result(pytester)
+    assert record["outcome"] == "pass"
+    assert record["runs"] < 6
+    assert any(note.startswith("sequential rule") for note in record["notes"])
+    gated = [c for c in record["comparisons"] if c["tolerance_pct"] is not None]
+    assert {c["decided_by"] for c in gated} == {"sequential"}
+    assert proxy.stats()["requests"] == record["runs"] * PROMPTS
+
+    proxy.reset()
+    proxy.set_factor(4.0)
+    slow = pytester.runpytest(*suite, "--llmperf-sequential=6")
+    slow.assert_outcomes(failed=1)
+    record = first_result(pytester)
+    assert (record["outcome"], record["runs"], record["confirmed"]) == ("regressed", 1, False)
+    assert proxy.stats()["requests"] == PROMPTS  # no confirm rerun: the rule already decided

@@ -77,6 +77,10 @@ def test_idle_perf_test_is_skipped_with_a_reason(pytester: pytest.Pytester) -> N
         (["--engine=vllm", "--llmperf-warmups=-1"], "*--llmperf-warmups: expected a non-negative*"),
         (["--engine=vllm", "--llmperf-repeat=0"], "*--llmperf-repeat: expected a positive*"),
         (
+            ["--engine=vllm", "--llmperf-sequential=some"],
+            "*--llmperf-sequential: expected a positive integer*",
+        ),
+        (
             ["--engine=vllm", "--llmperf-context=weekly"],
             "*--llmperf-context: expected one of pr, nightly*",
         ),
