@@ -55,6 +55,8 @@ class Settings:
     # (A), both serving at once; see gate/ab.py.
     ab: bool = False
     ab_budget: int = 20  # the most pairs per profile
+    # --llmperf-ab-restart: A and B do not both fit; one server at a time (engines/alternation.py)
+    ab_restart: bool = False
     ab_minutes: float | None = None  # a time budget per profile besides the pairs
 
     @property

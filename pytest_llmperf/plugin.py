@@ -6,6 +6,7 @@ everything heavy (httpx, numpy, the runner) is imported inside hooks and fixture
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 import tempfile
@@ -22,6 +23,8 @@ from pytest_llmperf.gate.ledger import Ledger, ProfileResult
 from pytest_llmperf.settings import add_options, resolve
 
 if TYPE_CHECKING:
+    from pytest_llmperf.engines.alternation import OneServerAtATime
+    from pytest_llmperf.engines.server import EngineServer
     from pytest_llmperf.engines.session import Target
     from pytest_llmperf.gate.loop import GateRequest
     from pytest_llmperf.measure.profiles import WorkloadProfile
@@ -33,6 +36,8 @@ HARDWARE = pytest.StashKey[str]()
 MACHINE = pytest.StashKey[Fingerprint | None]()
 MISMATCH = pytest.StashKey[str | None]()  # --hardware names another family than this machine
 PROFILES = pytest.StashKey[dict[str, "WorkloadProfile"]]()
+# --llmperf-ab-restart: which server is up (engines/alternation.py), one per session.
+ALTERNATION = pytest.StashKey["OneServerAtATime"]()
 MARKER = "llmperf"
 
 
@@ -182,6 +187,40 @@ def _hardware_mismatch(settings: Settings, machine: Fingerprint | None) -> str |
     return f"--hardware={settings.hardware} but this machine looks like {detected}"
 
 
+def _alternation(config: pytest.Config, settings: Settings) -> OneServerAtATime | None:
+    """The session's one-server-at-a-time switch under --llmperf-ab-restart, else None."""
+    if not settings.ab_restart:
+        return None
+    if ALTERNATION not in config.stash:
+        from pytest_llmperf.engines.alternation import OneServerAtATime
+
+        config.stash[ALTERNATION] = OneServerAtATime()
+    return config.stash[ALTERNATION]
+
+
+def _restartable(target: Target) -> EngineServer:
+    if target.server is None:
+        raise ConfigError(
+            f"--llmperf-ab-restart: {target.variant} is an endpoint the plugin does not start, "
+            f"so it cannot be stopped and restarted; give both configurations as engines the "
+            f"plugin starts, or drop the option"
+        )
+    return target.server
+
+
+def _with_restarts(result: ProfileResult, restarts: int, seconds: float) -> ProfileResult:
+    """What one server at a time cost the experiment, in its ``ab`` record and its notes."""
+    assert result.ab is not None
+    minutes = float(result.ab.get("minutes") or 0.0)
+    share = seconds / (minutes * 60.0) * 100.0 if minutes else 0.0
+    note = (
+        f"one server at a time (--llmperf-ab-restart): {restarts} restart(s) took "
+        f"{seconds:.0f} s, {share:.0f} % of the experiment's {minutes:.1f} min"
+    )
+    experiment = {**result.ab, "restarts": restarts, "restart_seconds": round(seconds, 1)}
+    return dataclasses.replace(result, ab=experiment, notes=(*result.notes, note))
+
+
 # -- parametrization -------------------------------------------------------------------------
 
 
@@ -302,9 +341,14 @@ def _serve(
         variant=variant.name,
     )
     ledger = request.config.stash[LEDGER]
+    alternation = _alternation(request.config, llmperf_settings)
+    if alternation is not None:
+        alternation.make_room()  # the configuration up before this one stops first
     failure: str | None = None
     try:
         target = session.start()
+        if alternation is not None and target.server is not None:
+            alternation.started(target.server)
     except LLMPerfError as exc:
         failure = _shown(str(exc))
     if failure is not None:  # failed outside the except block: no chained traceback
@@ -443,6 +487,13 @@ class LLMPerf:
         from pytest_llmperf.gate.paired import SequentialPlan
 
         reference: Target = self._request.getfixturevalue("llmperf_reference_target")
+        alternation = _alternation(self._request.config, self.settings)
+        measure_a, measure_b = measure_on(reference), measure_on(self.target)
+        restarts, seconds = 0, 0.0
+        if alternation is not None:
+            measure_a = alternation.on(_restartable(reference), measure_a)
+            measure_b = alternation.on(_restartable(self.target), measure_b)
+            restarts, seconds = alternation.restarts, alternation.seconds
         machine = self._request.config.stash[MACHINE]
         request = ABRequest(
             reference=reference,
@@ -456,7 +507,12 @@ class LLMPerf:
             nodeid=self._request.node.nodeid,
             machine=machine.as_dict() if machine is not None else None,
         )
-        return run_ab(request, measure_on(reference), measure_on(self.target))
+        result = run_ab(request, measure_a, measure_b)
+        if alternation is None or result.ab is None:
+            return result
+        return _with_restarts(
+            result, alternation.restarts - restarts, alternation.seconds - seconds
+        )
 
     def _enforce_ab(self, result: ProfileResult) -> None:
         """Fail on a regression (or a run that could not be compared); an inconclusive

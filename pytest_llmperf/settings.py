@@ -248,6 +248,15 @@ def add_options(parser: pytest.Parser) -> None:
         'these engine arguments (e.g. "--max-num-seqs 1"); implies --llmperf-ab',
     )
     option(
+        ["--llmperf-ab-restart"],
+        "llmperf_ab_restart",
+        "A/B where the two servers do not fit on the machine at once: one serves at a time, "
+        "the other is stopped and started again at each switch (about one restart per pair; "
+        "the result says what it cost); implies --llmperf-ab",
+        action="store_true",
+        default=None,
+    )
+    option(
         ["--llmperf-ab-budget"],
         "llmperf_ab_budget",
         f"A/B: the most pairs of runs per profile before the verdict is inconclusive "
@@ -468,6 +477,7 @@ def resolve(config: pytest.Config) -> Settings:
         first_run=_first_run(_get(config, "first_run")),
         variants=variants,
         ab=ab,
+        ab_restart=ab and _flag(_get(config, "ab_restart") or False),
         ab_budget=_positive_int(
             "--llmperf-ab-budget", _default(_get(config, "ab_budget"), AB_BUDGET)
         ),
@@ -489,7 +499,8 @@ def _ab(
 ) -> tuple[bool, tuple[Variant, ...]]:
     """Whether this is an A/B session, and its variants (with the shorthand's candidate)."""
     raw_args = _get(config, "ab_candidate_args")
-    ab = _flag(_get(config, "ab") or False) or raw_args is not None
+    restart = _flag(_get(config, "ab_restart") or False)
+    ab = _flag(_get(config, "ab") or False) or raw_args is not None or restart
     if not ab:
         return False, variants
     if config.getoption("llmperf_update_baselines"):
@@ -497,6 +508,14 @@ def _ab(
             "--update-baselines with --llmperf-ab: an A/B experiment compares two running "
             "configurations and stores no baseline; run one of them without --llmperf-ab to "
             "record"
+        )
+    if restart and (
+        config.getoption("llmperf_endpoint", default=None) or any(v.endpoint for v in variants)
+    ):
+        raise ConfigError(
+            "--llmperf-ab-restart: an endpoint is a server the plugin does not start, so it "
+            "cannot be stopped and restarted; give A and B as engines the plugin starts, or "
+            "drop the option (both then serve at once)"
         )
     if raw_args is not None:
         if config.getoption("llmperf_variants", default=None) or len(variants) != 1:

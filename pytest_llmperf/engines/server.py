@@ -218,6 +218,24 @@ class EngineServer:
                 ) from None
         self._start_warden()
 
+    def restart(self) -> None:
+        """Serve again after ``stop()``: the same command on the same port, waited for until
+        ready (A/B with one server at a time, ``engines/alternation.py``)."""
+        if self._proc is not None and self._proc.poll() is None:
+            raise RuntimeError("restart() of a server that still runs: stop() it first")
+        self._proc = None
+        self._family = None
+        self.exit_code = None
+        self.stopped_on_request = False
+        self.exited_unasked = False
+        self._death = None
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
     def _start_warden(self) -> None:
         """Start the process that stops the engine if this one dies without teardown."""
         assert self._proc is not None

@@ -22,6 +22,7 @@ def test_help_documents_the_ab_options(pytester: pytest.Pytester) -> None:
         "--llmperf-ab-candidate-args=",
         "--llmperf-ab-budget=",
         "--llmperf-ab-minutes=",
+        "--llmperf-ab-restart ",
     ):
         assert option in text, option
     assert "llmperf_ab (" in text
@@ -50,6 +51,10 @@ def test_help_documents_the_ab_options(pytester: pytest.Pytester) -> None:
         (
             ["--engine=vllm,sglang", "--llmperf-ab", "--update-baselines"],
             "*--update-baselines with --llmperf-ab*",
+        ),
+        (
+            ["--engine=vllm,external", "--endpoint=http://127.0.0.1:9", "--llmperf-ab-restart"],
+            "*--llmperf-ab-restart: an endpoint is a server the plugin does not start*",
         ),
     ],
 )

@@ -46,6 +46,7 @@ def main() -> None:
 
     def on_sigterm(signum: int, frame: object) -> None:
         state["status"] = "stopping"
+        sc.event("stopping")
         sc.log("Gracefully exiting... Remaining number of requests 0")
         time.sleep(0.2)
         sc.kill_all(sc.tree_pids(), signal.SIGKILL)
