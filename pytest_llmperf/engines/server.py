@@ -158,8 +158,12 @@ class EngineServer:
         self.startup_timeout = startup_timeout
         self.stop_grace = stop_grace
         self.poll_interval = poll_interval
-        self._proc: subprocess.Popen[bytes] | None = None
         self._warden: subprocess.Popen[bytes] | None = None
+        self._no_process_yet()
+
+    def _no_process_yet(self) -> None:
+        """The state of an engine process not started (before ``start``, or a restart)."""
+        self._proc: subprocess.Popen[bytes] | None = None
         self._family: EngineFamily | None = None  # every process of the engine seen so far
         self.exit_code: int | None = None
         self.stopped_on_request = False
@@ -223,12 +227,7 @@ class EngineServer:
         ready (A/B with one server at a time, ``engines/alternation.py``)."""
         if self._proc is not None and self._proc.poll() is None:
             raise RuntimeError("restart() of a server that still runs: stop() it first")
-        self._proc = None
-        self._family = None
-        self.exit_code = None
-        self.stopped_on_request = False
-        self.exited_unasked = False
-        self._death = None
+        self._no_process_yet()
         self.start()
         try:
             self.wait_ready()

@@ -6,26 +6,18 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from pytest_llmperf.engines import get_engine
 from pytest_llmperf.engines.session import Target
 from pytest_llmperf.gate import paired
 from pytest_llmperf.gate.ab import ABRequest, order, run_ab
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.models import Outcome
+from tests.support.targets import unreachable_target
 
 
 def _target(name: str) -> Target:
-    return Target(
-        engine="vllm",
-        spec=get_engine("vllm"),
-        base_url="http://127.0.0.1:1",
-        served_model="tiny",
-        model="tiny",
-        command=f"vllm serve ({name})",
-        version="0",
-        embedded=True,
-        variant=name,
+    return unreachable_target(
+        model="tiny", command=f"vllm serve ({name})", version="0", embedded=True, variant=name
     )
 
 

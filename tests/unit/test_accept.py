@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.accept import accept_command
-from pytest_llmperf.engines import get_engine
-from pytest_llmperf.engines.session import Target
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.gate.loop import gate_request
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.redact import request_auth
+from tests.support.targets import unreachable_target
 from tests.unit.test_fingerprint import AMX, cpu_probe
 
 
@@ -52,15 +51,7 @@ def test_gate_request_takes_the_settings_and_layers_the_tolerances(tmp_path: Pat
     settings = Settings(
         engines=("vllm",), baseline_dir=tmp_path, repeat=3, confirm_reruns=0, first_run="record"
     )
-    target = Target(
-        engine="vllm",
-        spec=get_engine("vllm"),
-        base_url="http://127.0.0.1:1",
-        served_model="m",
-        model="m",
-        command="",
-        version=None,
-    )
+    target = unreachable_target()
     machine = fingerprint.from_probe(cpu_probe(AMX))
     request = gate_request(
         settings,

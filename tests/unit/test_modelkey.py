@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.engines import get_engine
-from pytest_llmperf.engines.session import Target
 from pytest_llmperf.errors import BaselineError
 from pytest_llmperf.gate import store
 from pytest_llmperf.gate.loop import GateRequest, run_gate
 from pytest_llmperf.gate.modelkey import model_slug
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Measurement
+from tests.support.targets import unreachable_target
 
 SHIPPED = Path(__file__).resolve().parents[2] / "baselines"
 
@@ -45,15 +44,7 @@ def test_local_paths_with_the_same_last_folder_get_their_own_baselines() -> None
 
 
 def _gate_request(root: Path, model: str) -> GateRequest:
-    target = Target(
-        engine="vllm",
-        spec=get_engine("vllm"),
-        base_url="http://127.0.0.1:9",
-        served_model=model,
-        model=model,
-        command="vllm serve",
-        version=None,
-    )
+    target = unreachable_target(model=model, command="vllm serve")
     profile = builtin_profiles()["short"]
     return GateRequest(
         target=target, profile=profile, hardware="a100", baseline_root=root, update=False

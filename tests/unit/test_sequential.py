@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_llmperf.engines import get_engine
-from pytest_llmperf.engines.session import Target
 from pytest_llmperf.gate import paired, sequential, store
 from pytest_llmperf.gate.loop import GateRequest, run_gate
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.models import Outcome
+from tests.support.targets import unreachable_target
 
 RULE = sequential.StoredRule(budget=10)
 THROUGHPUT = "total_token_throughput"
@@ -103,15 +102,7 @@ def test_a_collapse_is_caught_in_the_first_run() -> None:
 
 
 def _request(root: Path, budget: int | None) -> GateRequest:
-    target = Target(
-        engine="vllm",
-        spec=get_engine("vllm"),
-        base_url="http://127.0.0.1:9",
-        served_model="m",
-        model="m",
-        command="vllm serve",
-        version=None,
-    )
+    target = unreachable_target(command="vllm serve")
     return GateRequest(
         target=target,
         profile=builtin_profiles()["short"],
