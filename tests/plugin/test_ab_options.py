@@ -11,6 +11,7 @@ from pytest_llmperf.config import Settings
 from pytest_llmperf.engines.session import plan_launch
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.variants import parse_variants, settings_for
+from tests.support.usage import assert_usage_error
 
 ENGINES = ("vllm", "sglang", "external")
 
@@ -61,10 +62,7 @@ def test_help_documents_the_ab_options(pytester: pytest.Pytester) -> None:
 def test_bad_ab_options_are_usage_errors(
     pytester: pytest.Pytester, args: list[str], expected: str
 ) -> None:
-    pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest(*args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([expected])
+    assert_usage_error(pytester, args, expected)
 
 
 def test_candidate_args_make_a_candidate_variant(pytester: pytest.Pytester) -> None:

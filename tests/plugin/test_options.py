@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.usage import assert_usage_error
+
 HELP_OPTIONS = [
     "--engine=",
     "--llmperf-engine=",
@@ -93,10 +95,7 @@ def test_idle_perf_test_is_skipped_with_a_reason(pytester: pytest.Pytester) -> N
 def test_bad_option_values_are_usage_errors(
     pytester: pytest.Pytester, args: list[str], expected: str
 ) -> None:
-    pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest(*args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([expected])
+    assert_usage_error(pytester, args, expected)
 
 
 def test_ini_values_are_validated_like_options(pytester: pytest.Pytester) -> None:
