@@ -18,16 +18,18 @@ import argparse
 import asyncio
 import heapq
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from aiohttp import web
+
+try:
+    from . import http_helper
+except ImportError:  # run as a script, or imported with this folder on sys.path
+    import http_helper  # type: ignore[no-redef]
 
 
 @dataclass(frozen=True)
@@ -151,46 +153,16 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(_serve(model, args.host, args.port))
 
 
-class CapacityServer:
+class CapacityServer(http_helper.ServerProcess):
     """The server as a child process: ``with CapacityServer(model) as s: s.base_url``."""
 
     def __init__(self, model: CapacityModel) -> None:
-        self.model = model
-        self.proc: subprocess.Popen[str] | None = None
-        self.base_url = ""
-
-    def __enter__(self) -> CapacityServer:
-        m = self.model
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                *("--slots", str(m.slots), "--prefill-ms", str(m.prefill_ms)),
-                *("--token-ms", str(m.token_ms)),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
+        super().__init__(
+            "capacity_server.py",
+            *("--slots", str(model.slots), "--prefill-ms", str(model.prefill_ms)),
+            *("--token-ms", str(model.token_ms)),
         )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening on "):
-            self.__exit__()
-            raise RuntimeError(f"capacity stand-in did not start: {line!r}")
-        self.base_url = line.split()[-1]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
+        self.model = model
 
 
 if __name__ == "__main__":
