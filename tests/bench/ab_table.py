@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -41,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[str, Any]:
     outcomes = [r["outcome"] for r in results]
     ratios = [r["tpot_ratio"] for r in results if r["tpot_ratio"] is not None]
+    speeds = [r["throughput_ratio"] for r in results if r.get("throughput_ratio") is not None]
     return {
         "profile": profile,
         "slowdown_pct": slowdown,
@@ -54,6 +56,7 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
         "median_pairs": statistics.median(r["pairs"] for r in results) if results else None,
         "median_minutes": statistics.median(r["minutes"] for r in results) if results else None,
         "tpot_ratio": statistics.median(ratios) if ratios else None,
+        "throughput_ratio": statistics.median(speeds) if speeds else None,
     }
 
 
@@ -112,16 +115,22 @@ def main() -> None:
 
                     result = run_ab(request, run_on(a), run_on(b))
                     ab = result.ab or {}
-                    tpot = ab.get("metrics", {}).get("mean_tpot_ms", {})
+                    metrics = ab.get("metrics", {})
+                    tpot = metrics.get("mean_tpot_ms", {})
+                    throughput = metrics.get("total_token_throughput", {})
                     record = {
                         "round": round_index,
                         "outcome": result.verdict.outcome.value,
                         "pairs": ab.get("pairs"),
                         "minutes": ab.get("minutes"),
                         "tpot_ratio": tpot.get("median_ratio"),
+                        "throughput_ratio": throughput.get("median_ratio"),
+                        "load": round(os.getloadavg()[0], 2),
                     }
                     results.setdefault((name, slowdown), []).append(record)
                     print(f"{name} {slowdown:g}% round {round_index}: {record}", flush=True)
+                    if args.json:  # after every experiment: a stopped table keeps its rows
+                        _write(args.json, profiles, slowdowns, results)
     finally:
         control.write_text("0", encoding="utf-8")
         candidate.stop()
@@ -137,13 +146,17 @@ def main() -> None:
             f"{(row['median_minutes'] or 0):<5.1f} {(row['tpot_ratio'] or 0):.3f}"
         )
     print(f"total {(time.monotonic() - started) / 60:.1f} min")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"rows": rows, "runs": {f"{k[0]} {k[1]}": v for k, v in results.items()}}, indent=1
-            ),
-            encoding="utf-8",
-        )
+
+
+def _write(
+    path: Path,
+    profiles: list[str],
+    slowdowns: list[float],
+    results: dict[tuple[str, float], list[dict[str, Any]]],
+) -> None:
+    rows = [_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns]
+    runs = {f"{k[0]} {k[1]}": v for k, v in results.items()}
+    path.write_text(json.dumps({"rows": rows, "runs": runs}, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":
