@@ -183,8 +183,13 @@ def run_gate(
     found = placement.find(places, request.profile.name, variant, request.machine)
     entry, path = found.entry, found.path
     started = time.monotonic()
-    # The sequential rule starts from one run; recording takes the repeats asked for.
-    stepwise = request.sequential_budget is not None and not request.update
+    # The sequential rule starts from one run; recording takes the repeats asked for. A sweep
+    # is judged by its curve's notes as well, which the usual rule adds: it keeps that rule.
+    stepwise = (
+        request.sequential_budget is not None
+        and not request.update
+        and request.profile.sweep is None
+    )
     runs = measure_round(1 if stepwise else request.repeat)
     center, spread = summarize(runs)
     workload = runs[0].workload
