@@ -7,7 +7,14 @@ Every 100 ms period the command and all its descendants (vLLM's EngineCore does 
 are stopped (SIGSTOP) for ``f = p / (100 + p)`` of the period and then continued, so a
 CPU-bound run takes ``1 / (1 - f) = 1 + p/100`` times as long. The real effect on a given
 workload is what ab_table.py measures: waiting on the network or the other sessions' load
-dilutes it. ``--control FILE`` reads the percent from FILE every period instead, so one
+dilutes it.
+
+On a busy machine the wrapper itself wakes late, so a stop meant to last 2 ms lasts 5-20: the
+first version slowed `long` by 16-18 % at a nominal 2-4 % and erratically (docs/noise.md). So
+the wrapper asks for real-time scheduling where it may (it sleeps almost all the time, and a
+real-time sleeper wakes on time), measures how long each stop really lasted, and lets the
+processes run for as long as keeps the stopped share at ``f`` over every period.
+``--control FILE`` reads the percent from FILE every period instead, so one
 server can be slowed by different amounts in turn without a restart.
 
 Signals: SIGTERM or SIGINT continue every process first (a stopped process cannot act on
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -49,6 +57,18 @@ def _tree(root: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+def running_time(stopped_s: float, share: float) -> float:
+    """How long to let the processes run after a stop that really lasted ``stopped_s``, so
+    that the period's stopped share is ``share`` however late the wrapper woke."""
+    return stopped_s * (1.0 - share) / share
+
+
+def _prefer_waking_on_time() -> None:
+    """Real-time priority for this sleeper where allowed; the default policy otherwise."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+
+
 def _send(processes: list[psutil.Process], sig: int) -> None:
     for process in processes:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
@@ -73,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command after --")
-    child = subprocess.Popen(command, preexec_fn=_die_with_parent)
+    child = subprocess.Popen(command, preexec_fn=_die_with_parent)  # default policy
+    _prefer_waking_on_time()
     root = psutil.Process(child.pid)
     stopping = False
 
@@ -95,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         if share <= 0.0:
             time.sleep(PERIOD_S)
             continue
+        began = time.monotonic()
         _send(processes, signal.SIGSTOP)
         try:
             time.sleep(PERIOD_S * share)
         finally:
             _send(processes, signal.SIGCONT)
-        time.sleep(PERIOD_S * (1.0 - share))
+        time.sleep(running_time(time.monotonic() - began, share))
     return child.returncode if child.returncode >= 0 else 128 - child.returncode
 
 

@@ -27,6 +27,13 @@ def test_stop_share_gives_the_nominal_slowdown() -> None:
     assert cpu_slowdown.stopped_share(-3.0) == 0.0
 
 
+def test_a_late_wake_stretches_the_run_so_the_stopped_share_holds() -> None:
+    share = cpu_slowdown.stopped_share(10.0)
+    for stopped in (0.00909, 0.02, 0.05):  # on time, and woken two and five times too late
+        running = cpu_slowdown.running_time(stopped, share)
+        assert stopped / (stopped + running) == pytest.approx(share)
+
+
 def test_sigterm_continues_and_ends_the_whole_tree() -> None:
     # A child that starts a grandchild, both sleeping: the wrapper stops them half the time.
     script = (
