@@ -228,6 +228,10 @@ class EngineServer:
         if self._proc is not None and self._proc.poll() is None:
             raise RuntimeError("restart() of a server that still runs: stop() it first")
         self._no_process_yet()
+        self._start_serving()
+
+    def _start_serving(self) -> None:
+        """Start and wait until it serves; a start that fails or is interrupted stops it."""
         self.start()
         try:
             self.wait_ready()
@@ -423,12 +427,7 @@ class EngineServer:
         return self._leftovers() if self._proc is not None else set()
 
     def __enter__(self) -> EngineServer:
-        self.start()
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        self._start_serving()
         return self
 
     def __exit__(

@@ -100,9 +100,9 @@ def summarize(runs: Sequence[Measurement]) -> tuple[dict[str, Any], dict[str, fl
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             numbers = [float(v) for v in values]  # type: ignore[arg-type]
             center[key] = statistics.median(numbers)
-            mean = statistics.fmean(numbers)
-            if mean:
-                spread[key] = statistics.stdev(numbers) / abs(mean) * 100.0
+            cv = judging.cv_percent(numbers)
+            if cv is not None:
+                spread[key] = cv
         else:
             center[key] = first
     return center, spread
@@ -185,12 +185,10 @@ def run_gate(
     started = time.monotonic()
     # The sequential rule starts from one run; recording takes the repeats asked for. A sweep
     # is judged by its curve's notes as well, which the usual rule adds: it keeps that rule.
-    stepwise = (
-        request.sequential_budget is not None
-        and not request.update
-        and request.profile.sweep is None
+    budget = (
+        None if request.update or request.profile.sweep is not None else request.sequential_budget
     )
-    runs = measure_round(1 if stepwise else request.repeat)
+    runs = measure_round(request.repeat if budget is None else 1)
     center, spread = summarize(runs)
     workload = runs[0].workload
     notes = [note for run in runs for note in run.notes]
@@ -201,13 +199,12 @@ def run_gate(
         verdict, path = _record_or_refuse(
             request, places, entry, changed, center, spread, workload, runs, path
         )
-    if verdict is None and stepwise and entry is not None and request.sequential_budget:
+    if verdict is None and budget is not None and entry is not None:
         verdict, runs = _judge_sequentially(
-            request, entry, workload, path, runs, measure_once, started
+            request, entry, workload, path, runs, measure_once, started, budget
         )
         center, spread = summarize(runs)
-        if verdict is not None:
-            verdict = _unknown_machine(request, entry, verdict)
+        verdict = _unknown_machine(request, entry, verdict)
     if verdict is None:
         verdict = _judge(request, entry, center, spread, workload, path)
         reruns = 0
@@ -453,15 +450,16 @@ def _judge_sequentially(
     runs: list[Measurement],
     measure_once: Callable[[], Measurement],
     started: float,
-) -> tuple[Verdict | None, list[Measurement]]:
-    """Measure one run at a time until the sequential rule decides or its budget is spent
-    (gate/sequential.py). ``None``: the usual rule judges (a workload or baseline state the
-    rule does not apply to, or the budget spent undecided)."""
+    budget: int,
+) -> tuple[Verdict, list[Measurement]]:
+    """Measure one run at a time until the sequential rule decides or ``budget`` runs are
+    spent (gate/sequential.py). A workload or baseline state the rule does not apply to is
+    judged after the first run; a budget spent undecided, by the usual rule on all runs."""
     gate = request.gate or judging.GateSettings()
     first = _judge(request, entry, *summarize(runs), workload, path, runs=len(runs))
     if not first.comparisons:  # no-baseline, workload-changed, ...: nothing to decide
         return first, runs
-    rule = sequential.StoredRule(budget=max(request.sequential_budget or 1, 1))
+    rule = sequential.StoredRule(budget=budget)
     scale = gate.tolerance_scale
     tolerances = {
         metric: limit * scale

@@ -40,7 +40,7 @@ from statistics import NormalDist
 from typing import Any
 
 from pytest_llmperf.gate import paired
-from pytest_llmperf.gate.verdict import direction_of, pooled_log_sd
+from pytest_llmperf.gate.verdict import cv_percent, direction_of, pooled_log_sd
 
 # The most runs per profile when the option is given without a number of its own choosing.
 DEFAULT_BUDGET = 10
@@ -81,7 +81,7 @@ def change_interval(
     changes = [paired.worse_log(baseline.value, value, direction) for value in values]
     one_run = None
     if baseline.cv is not None:
-        one_run = pooled_log_sd(baseline.cv, baseline.runs, _cv(values), len(values))
+        one_run = pooled_log_sd(baseline.cv, baseline.runs, cv_percent(values), len(values))
     if one_run is None:
         # A spread from this session's first few runs alone is too uncertain for a normal
         # interval (two equal runs would claim none): the distribution-free one instead.
@@ -91,13 +91,6 @@ def change_interval(
     error = one_run * math.sqrt(1.0 / len(values) + 1.0 / max(baseline.runs, 1))
     half = NormalDist().inv_cdf(1.0 - share / 2.0) * error
     return paired.Interval(center, center - half, center + half, 1.0 - share)
-
-
-def _cv(values: Sequence[float]) -> float | None:
-    if len(values) < 2:
-        return None
-    mean = statistics.fmean(values)
-    return statistics.stdev(values) / abs(mean) * 100.0 if mean else None
 
 
 def decide_metric(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,15 @@ class GateSettings:
     # client cannot resolve a token's time that finely, and near zero (a server that sent
     # a whole answer in one chunk: TPOT 0.0004 ms) any relative change is meaningless.
     floor_ms: float = 0.1
+
+
+def cv_percent(values: Sequence[float]) -> float | None:
+    """The coefficient of variation of ``values`` in percent (sample standard deviation over
+    the mean); None for fewer than two values or a zero mean."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / abs(mean) * 100.0 if mean else None
 
 
 def pooled_log_sd(

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.gate import paired, sequential, store
+from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.gate.loop import GateRequest, run_gate
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Measurement
@@ -144,10 +145,17 @@ class Scripted:
         return Measurement(metrics=metrics, workload=dict(WORKLOAD), errors=(), failed=0)
 
 
+def _gate(
+    root: Path, values: list[tuple[float, float]], budget: int | None, cv: float = 5.0
+) -> tuple[ProfileResult, Scripted]:
+    """Record a baseline of 5 runs with spread ``cv``, then gate scripted runs against it."""
+    _record(root, {THROUGHPUT: cv, TPOT: cv}, runs=5)
+    measure = Scripted(values)
+    return run_gate(_request(root, budget=budget), measure), measure
+
+
 def test_a_profile_near_its_baseline_passes_after_one_run(tmp_path: Path) -> None:
-    _record(tmp_path, {THROUGHPUT: 5.0, TPOT: 5.0}, runs=5)
-    measure = Scripted([(1010.0, 9.9)])
-    result = run_gate(_request(tmp_path, budget=10), measure)
+    result, measure = _gate(tmp_path, [(1010.0, 9.9)], budget=10)
     assert result.verdict.outcome is Outcome.PASS
     assert measure.calls == 1
     assert result.runs == 1
@@ -157,9 +165,7 @@ def test_a_profile_near_its_baseline_passes_after_one_run(tmp_path: Path) -> Non
 
 
 def test_a_regression_fails_when_decided_without_a_confirm_rerun(tmp_path: Path) -> None:
-    _record(tmp_path, {THROUGHPUT: 5.0, TPOT: 5.0}, runs=5)
-    measure = Scripted([(500.0, 20.0)])
-    result = run_gate(_request(tmp_path, budget=10), measure)
+    result, measure = _gate(tmp_path, [(500.0, 20.0)], budget=10)
     assert result.verdict.outcome is Outcome.REGRESSED
     assert measure.calls == 1
     assert not result.verdict.confirmed
@@ -169,9 +175,8 @@ def test_a_regression_fails_when_decided_without_a_confirm_rerun(tmp_path: Path)
 def test_an_undecided_profile_measures_up_to_the_budget_then_the_usual_rule_judges(
     tmp_path: Path,
 ) -> None:
-    _record(tmp_path, {THROUGHPUT: 10.0, TPOT: 10.0}, runs=5)
-    measure = Scripted([(790.0, 10.0), (820.0, 10.0)])  # about -20 %: on the tolerance
-    result = run_gate(_request(tmp_path, budget=4), measure)
+    # About -20 %: on the tolerance.
+    result, measure = _gate(tmp_path, [(790.0, 10.0), (820.0, 10.0)], budget=4, cv=10.0)
     assert measure.calls == 4
     assert result.runs == 4
     assert any("undecided at the budget" in note for note in result.verdict.notes)
@@ -179,9 +184,7 @@ def test_an_undecided_profile_measures_up_to_the_budget_then_the_usual_rule_judg
 
 
 def test_without_the_option_the_usual_repeats_and_confirm_rerun_apply(tmp_path: Path) -> None:
-    _record(tmp_path, {THROUGHPUT: 5.0, TPOT: 5.0}, runs=5)
-    measure = Scripted([(500.0, 20.0)])
-    result = run_gate(_request(tmp_path, budget=None), measure)
+    result, measure = _gate(tmp_path, [(500.0, 20.0)], budget=None)
     assert result.verdict.outcome is Outcome.REGRESSED
     assert result.verdict.confirmed
     assert measure.calls == 2  # one run, one confirm rerun
