@@ -1,8 +1,13 @@
 """A/B experiments on the real CPU server: false alarms, detections, pairs and minutes.
 
 A script, not a test: it prints a table. Two vLLM servers (CPU build, embedded tiny model,
-started as the plugin starts them) serve at once: A as is, B under tests/bench/cpu_slowdown.py,
-whose slowdown is read from a control file, so one pair of servers serves every row. Per
+started as the plugin starts them) serve at once: A as is, B slowed inside the engine, by an
+amount read from a control file, so one pair of servers serves every row. ``--mechanism step``
+(the default) loads tests/bench/engine_slowdown into B's vLLM: every engine step is followed by
+busy work for the set share of its time; ``--mechanism stop`` runs B under
+tests/bench/cpu_slowdown.py (SIGSTOP for a share of every 100 ms; not calibratable on two
+cores, docs/noise.md). With ``step``, B's engine logs the busy and added seconds, and the table
+shows the share really added. Per
 profile and slowdown, ``--experiments`` A/B experiments (``gate.ab.run_ab`` exactly as
 ``pytest --llmperf-ab`` runs it: runs A,B,B,A,..., warm-ups and a fresh cache salt before
 each, the sequential rule with ``--budget`` pairs). Rows run in a shuffled order per round, so
@@ -43,6 +48,7 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
     outcomes = [r["outcome"] for r in results]
     ratios = [r["tpot_ratio"] for r in results if r["tpot_ratio"] is not None]
     speeds = [r["throughput_ratio"] for r in results if r.get("throughput_ratio") is not None]
+    added = [r["added_pct"] for r in results if r.get("added_pct") is not None]
     return {
         "profile": profile,
         "slowdown_pct": slowdown,
@@ -57,7 +63,51 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
         "median_minutes": statistics.median(r["minutes"] for r in results) if results else None,
         "tpot_ratio": statistics.median(ratios) if ratios else None,
         "throughput_ratio": statistics.median(speeds) if speeds else None,
+        "added_pct": statistics.median(added) if added else None,
     }
+
+
+def _slowed_settings(mechanism: str, warmups: int, control: Path, log: Path) -> Settings:
+    """B's settings: the same engine, slowed by the percent in ``control``."""
+    if mechanism == "stop":
+        return Settings(
+            engines=("vllm",),
+            warmups=warmups,
+            engine_bin=str(HERE / "python-slowed"),
+            engine_env=(
+                ("LLMPERF_SLOWDOWN_PYTHON", sys.executable),
+                ("LLMPERF_SLOWDOWN_FILE", str(control)),
+            ),
+        )
+    path = os.pathsep.join(
+        p for p in (str(HERE / "engine_slowdown"), os.environ.get("PYTHONPATH", "")) if p
+    )
+    return Settings(
+        engines=("vllm",),
+        warmups=warmups,
+        engine_env=(
+            ("PYTHONPATH", path),
+            ("LLMPERF_SLOWDOWN_FILE", str(control)),
+            ("LLMPERF_SLOWDOWN_LOG", str(log)),
+        ),
+    )
+
+
+Totals = tuple[float, float]  # the engine's busy and added seconds
+
+
+def _added_share(log: Path, before: Totals) -> tuple[Totals, float | None]:
+    """The engine's (busy, added) seconds now, and the share added since ``before``."""
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return before, None
+    last = json.loads(lines[-1]) if lines else None
+    if last is None:
+        return before, None
+    now = (float(last["busy_s"]), float(last["added_s"]))
+    busy = now[0] - before[0]
+    return now, ((now[1] - before[1]) / busy if busy > 0 else None)
 
 
 def main() -> None:
@@ -69,6 +119,7 @@ def main() -> None:
     parser.add_argument("--warmups", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--mechanism", choices=("step", "stop"), default="step")
     args = parser.parse_args()
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     profiles = args.profiles.split(",")
@@ -76,20 +127,13 @@ def main() -> None:
     control = work / "slowdown"
     control.write_text("0", encoding="utf-8")
     settings = Settings(engines=("vllm",), warmups=args.warmups)
-    slowed = Settings(
-        engines=("vllm",),
-        warmups=args.warmups,
-        engine_bin=str(HERE / "python-slowed"),
-        engine_env=(
-            ("LLMPERF_SLOWDOWN_PYTHON", sys.executable),
-            ("LLMPERF_SLOWDOWN_FILE", str(control)),
-        ),
-    )
+    slowed = _slowed_settings(args.mechanism, args.warmups, control, work / "added.jsonl")
     reference = EngineSession(settings, "vllm", work / "a", variant="A")
     candidate = EngineSession(slowed, "vllm", work / "b", variant="B")
     shuffle = random.Random(args.seed)
     results: dict[tuple[str, float], list[dict[str, Any]]] = {}
     started = time.monotonic()
+    engine_seconds = (0.0, 0.0)
     try:
         a = reference.start()
         b = candidate.start()
@@ -114,6 +158,8 @@ def main() -> None:
                         return lambda: measure(target, chosen, workloads, settings, headers={})
 
                     result = run_ab(request, run_on(a), run_on(b))
+                    time.sleep(0.5)  # B's engine logs its totals every 0.2 s
+                    engine_seconds, added = _added_share(work / "added.jsonl", engine_seconds)
                     ab = result.ab or {}
                     metrics = ab.get("metrics", {})
                     tpot = metrics.get("mean_tpot_ms", {})
@@ -125,6 +171,7 @@ def main() -> None:
                         "minutes": ab.get("minutes"),
                         "tpot_ratio": tpot.get("median_ratio"),
                         "throughput_ratio": throughput.get("median_ratio"),
+                        "added_pct": None if added is None else round(100 * added, 2),
                         "load": round(os.getloadavg()[0], 2),
                     }
                     results.setdefault((name, slowdown), []).append(record)
@@ -136,14 +183,18 @@ def main() -> None:
         candidate.stop()
         reference.stop()
     rows = [_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns]
-    header = "profile    slowdown  n   regressed  same  inconcl.  other  pairs  min   B/A TPOT"
+    header = (
+        "profile    slowdown  n   regressed  same  inconcl.  other  pairs  min   "
+        "B/A TPOT  B/A thr.  added"
+    )
     print(header)
     for row in rows:
         print(
             f"{row['profile']:<10} {row['slowdown_pct']:>6g} %  {row['experiments']:<3} "
             f"{row['regressed']:<10} {row['same']:<5} {row['inconclusive']:<9} "
             f"{row['other']:<6} {row['median_pairs'] or '-':<6} "
-            f"{(row['median_minutes'] or 0):<5.1f} {(row['tpot_ratio'] or 0):.3f}"
+            f"{(row['median_minutes'] or 0):<5.1f} {(row['tpot_ratio'] or 0):<9.3f} "
+            f"{(row['throughput_ratio'] or 0):<9.3f} {row['added_pct'] or '-'}"
         )
     print(f"total {(time.monotonic() - started) / 60:.1f} min")
 
