@@ -13,13 +13,18 @@ started as the plugin starts it) behind the latency-injecting proxy
    level alike. Each gate is ``gate.run_gate`` as ``pytest --engine=vllm --hardware=cpu``
    runs it: ``--repeat`` measurements, a rerun to confirm a regression (``--confirm``).
 
+``--sequential N`` decides each gate with the sequential rule (``--llmperf-sequential N``)
+instead; ``--compare N`` runs both gates in every round, on the same baseline and in a
+shuffled order, so that the two methods meet the same machine and the same phases.
+
 An unchanged run that ends regressed is a false alarm; a slowed one that ends regressed is a
 detection. A slowdown of 20 % stretches TTFT and every gap between chunks by 1.2: TPOT
 +20 %, total token throughput -17 %. The "first look" column counts gates whose first
 measurement looked regressed, before the confirm rerun.
 
     python tests/bench/noise_table.py [--trials 20] [--levels 1.1,1.2,1.5] [--profile medium]
-                                      [--repeat 5] [--confirm 1] [--json out.json]
+                                      [--repeat 5] [--confirm 1] [--sequential N | --compare N]
+                                      [--json out.json]
 """
 
 from __future__ import annotations
@@ -82,6 +87,12 @@ def main() -> int:
         default=None,
         help="decide each gate with --llmperf-sequential N instead of --repeat and --confirm",
     )
+    parser.add_argument(
+        "--compare",
+        type=int,
+        default=None,
+        help="run both gates in every round: --repeat/--confirm, and --llmperf-sequential N",
+    )
     parser.add_argument("--baseline-runs", type=int, default=10)
     parser.add_argument(
         "--tolerances", default=None, help="metric=pct,... (default: the plugin's defaults)"
@@ -109,6 +120,15 @@ def main() -> int:
     )
     args = parser.parse_args()
     levels = [1.0, *(float(x) for x in args.levels.split(","))]
+    if args.compare and args.sequential:
+        parser.error("give --sequential N or --compare N, not both")
+    methods: list[tuple[str, int | None]] = (
+        [("repeat", None), ("sequential", args.compare)]
+        if args.compare
+        else [("sequential", args.sequential)]
+        if args.sequential
+        else [("repeat", None)]
+    )
     if args.tolerances:
         tolerances = {
             k: float(v) for k, v in (item.split("=") for item in args.tolerances.split(","))
@@ -135,7 +155,7 @@ def main() -> int:
         def measure_once() -> Any:
             return measure(target, profile, embedded.workloads, embedded.settings, headers={})
 
-        def gate(update: bool, repeat: int, confirm: int) -> Any:
+        def gate(update: bool, repeat: int, confirm: int, budget: int | None = None) -> Any:
             request = GateRequest(
                 target=target,
                 profile=profile,
@@ -144,7 +164,7 @@ def main() -> int:
                 update=update,
                 repeat=repeat,
                 confirm_reruns=confirm,
-                sequential_budget=None if update else args.sequential,
+                sequential_budget=None if update else budget,
             )
             return run_gate(request, measure_once)
 
@@ -174,19 +194,20 @@ def main() -> int:
         )
         order = random.Random(args.seed)
         for trial in range(args.trials):
-            shuffled = list(levels)
+            shuffled = [(level, method) for level in levels for method in methods]
             order.shuffle(shuffled)
             wait_for_quiet(args.quiet_below, 600.0)
-            for level in shuffled:
+            for level, (method, budget) in shuffled:
                 proxy.set_factor(level)
                 loads.append(load_average())
                 began = time.monotonic()
-                result = gate(update=False, repeat=args.repeat, confirm=args.confirm)
+                result = gate(False, args.repeat, args.confirm, budget)
                 verdict = result.verdict
                 trials.append(
                     {
                         "trial": trial,
                         "level": level,
+                        "method": method,
                         "outcome": verdict.outcome.value,
                         "confirmed": verdict.confirmed,
                         "first_look": verdict.confirmed
@@ -212,14 +233,18 @@ def main() -> int:
             done = [t for t in trials if t["trial"] == trial]
             print(
                 f"trial {trial + 1}/{args.trials}  load {loads[-1]:.2f}  "
-                + "  ".join(f"x{t['level']:g}:{t['outcome']}" for t in done),
+                + "  ".join(f"x{t['level']:g} {t['method']}:{t['outcome']}" for t in done),
                 flush=True,
             )
         proxy.set_factor(1.0)
         proxy_stats = proxy.stats()
 
-    print()
-    print_table(trials, levels, args, tolerances, entry.spread)
+    for method, budget in methods:
+        print()
+        print_table(
+            [t for t in trials if t["method"] == method], levels, args, budget, tolerances,
+            entry.spread,
+        )  # fmt: skip
     print(
         f"load average (1 min) during the gates: min {min(loads):.2f}, median "
         f"{statistics.median(loads):.2f}, max {max(loads):.2f}; proxy released pieces at "
@@ -243,7 +268,8 @@ def write_json(
         "num_prompts": num_prompts,
         "repeat": args.repeat,
         "confirm": args.confirm,
-        "sequential": args.sequential,
+        "sequential": args.sequential or args.compare,
+        "compared": bool(args.compare),
         "warmups": args.warmups,
         "tolerances": tolerances,
         "baseline_spread": spread,
@@ -256,12 +282,13 @@ def print_table(
     trials: list[dict[str, Any]],
     levels: list[float],
     args: argparse.Namespace,
+    budget: int | None,
     tolerances: dict[str, float],
     spread: dict[str, float],
 ) -> None:
     how = (
-        f"sequential, at most {args.sequential} runs"
-        if args.sequential
+        f"sequential, at most {budget} runs"
+        if budget
         else f"repeat {args.repeat}, confirm {args.confirm}"
     )
     print(

@@ -85,21 +85,29 @@ def test_registering_twice_wraps_once() -> None:
 
 
 def test_sleep_overshoots_are_paid_back_so_the_share_holds_over_a_run() -> None:
-    # Decode steps of 1 ms at 5 %: each owes 50 us, less than one sleep's usual overshoot.
-    # Every sleep here overran by 300 us; the account still adds 5 % of the run.
+    # Decode steps of 0.3 ms at 5 %: each owes 15 us, less than a sleep's usual overshoot.
+    # Every sleep here overran by 55 us (Linux's default timer slack); the account still
+    # adds 5 % of the run, and no sleep is longer than the debt plus one overshoot.
     added = slowdown.StepSlowdown(fixed_percent=5.0, control=None, log=None)
     sleeps: list[float] = []
 
     def late_sleep(seconds: float) -> float:
         sleeps.append(seconds)
-        return seconds + 0.0003
+        return seconds + 0.000055
 
-    for _ in range(2000):
-        added.after_step(0.001, sleep=late_sleep)
-    assert added.busy_s == pytest.approx(2.0)
-    assert added.added_s == pytest.approx(0.1, abs=0.0013)  # within one sleep's overshoot
-    assert all(seconds >= slowdown.MIN_SLEEP_S for seconds in sleeps)
-    assert len(sleeps) < 2000 / 10  # not a sleep per step: a millisecond owed at a time
+    for _ in range(10_000):
+        added.after_step(0.0003, sleep=late_sleep)
+    assert added.busy_s == pytest.approx(3.0)
+    assert added.added_s == pytest.approx(0.15, abs=0.00006)  # within one overshoot
+    assert all(slowdown.MIN_SLEEP_S <= seconds < 0.0001 for seconds in sleeps)
+
+
+def test_a_sleep_really_lasts_about_what_was_asked() -> None:
+    # The figure a bench relies on; printed, and only a gross failure fails (shared machine).
+    overshoots = [slowdown.measured_sleep(0.0001) - 0.0001 for _ in range(50)]
+    print(f"median overshoot of a 100 us sleep: {1e6 * sorted(overshoots)[25]:.1f} us")
+    assert min(overshoots) >= 0.0
+    assert sorted(overshoots)[25] < 0.05
 
 
 def test_the_control_file_sets_the_percent_and_a_bad_one_falls_back(tmp_path: Path) -> None:

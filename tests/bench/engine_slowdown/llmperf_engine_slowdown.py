@@ -12,10 +12,12 @@ client that much later.
 It waits as a host waits for a slower accelerator: asleep, with the GIL released. The first
 version spun on the clock instead, and a Python loop holds the GIL, so the EngineCore's input
 and output threads (which move every request and token) waited as well: a 20 % share slowed
-`long`'s mean TPOT by 32 %. A sleep overshoots by tens of microseconds, a large error on a
-one-millisecond decode step, so the plugin keeps an account: what the steps owe, less what the
-sleeps really took, and sleeps only once a millisecond is owed. Over a run the added time is
-the share asked for, to within one sleep's overshoot.
+`long`'s mean TPOT by 32 %. A sleep overshoots (by ~55 us with Linux's default timer slack,
+~5 us with the slack the plugin sets for the stepping thread), so the plugin keeps an account:
+what the steps owe, less what the sleeps really took, and sleeps once 50 us are owed. Over a
+run the added time is the share asked for, to within one sleep's overshoot. The second version
+slept only once a millisecond was owed: the total held, but a 1 ms sleep landing in one of
+`short`'s three gaps per request made its mean TPOT 50-80 % longer at a 6 % share.
 
 Why not stop the processes (tests/bench/cpu_slowdown.py)? On two cores a SIGSTOP lands
 mid-step and costs the engine far more than the stopped time, by an amount that varies: a
@@ -30,9 +32,12 @@ share added is the share asked for.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +45,8 @@ from typing import Any
 
 REREAD_S = 0.25
 LOG_EVERY_S = 0.2
-MIN_SLEEP_S = 0.001  # below this, a sleep's overshoot is a large share of it
+MIN_SLEEP_S = 0.00005  # below this, even a tight sleep's overshoot is a large share of it
+PR_SET_TIMERSLACK = 29
 
 
 class StepSlowdown:
@@ -93,8 +99,21 @@ class StepSlowdown:
             self.log = None  # a log that cannot be written must not stop the engine
 
 
+_thread_state = threading.local()
+
+
+def tighten_timer_slack() -> None:
+    """Let this thread's sleeps end within microseconds (Linux; per thread, once)."""
+    if getattr(_thread_state, "tightened", False):
+        return
+    _thread_state.tightened = True
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
+
+
 def measured_sleep(seconds: float) -> float:
     """Sleep (the GIL released) and return how long it really took."""
+    tighten_timer_slack()
     began = time.perf_counter()
     time.sleep(seconds)
     return time.perf_counter() - began
