@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -49,6 +50,7 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
     ratios = [r["tpot_ratio"] for r in results if r["tpot_ratio"] is not None]
     speeds = [r["throughput_ratio"] for r in results if r.get("throughput_ratio") is not None]
     added = [r["added_pct"] for r in results if r.get("added_pct") is not None]
+    spreads = [r["tpot_log_sd"] for r in results if r.get("tpot_log_sd") is not None]
     return {
         "profile": profile,
         "slowdown_pct": slowdown,
@@ -64,6 +66,7 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
         "tpot_ratio": statistics.median(ratios) if ratios else None,
         "throughput_ratio": statistics.median(speeds) if speeds else None,
         "added_pct": statistics.median(added) if added else None,
+        "tpot_log_sd": statistics.median(spreads) if spreads else None,
     }
 
 
@@ -91,6 +94,13 @@ def _slowed_settings(mechanism: str, warmups: int, control: Path, log: Path) -> 
             ("LLMPERF_SLOWDOWN_LOG", str(log)),
         ),
     )
+
+
+def _log_sd(ratios: list[float] | None) -> float | None:
+    """The spread of one experiment's pair ratios: the standard deviation of their logs
+    (``tests/bench/ab_power.py`` turns it into detection rates for a budget)."""
+    logs = [math.log(r) for r in ratios or [] if r and r > 0]
+    return round(statistics.stdev(logs), 4) if len(logs) >= 3 else None
 
 
 Totals = tuple[float, float]  # the engine's busy and added seconds
@@ -172,6 +182,10 @@ def main() -> None:
                         "tpot_ratio": tpot.get("median_ratio"),
                         "throughput_ratio": throughput.get("median_ratio"),
                         "added_pct": None if added is None else round(100 * added, 2),
+                        "tpot_log_sd": _log_sd(ab.get("ratios", {}).get("mean_tpot_ms")),
+                        "throughput_log_sd": _log_sd(
+                            ab.get("ratios", {}).get("total_token_throughput")
+                        ),
                         "load": round(os.getloadavg()[0], 2),
                     }
                     results.setdefault((name, slowdown), []).append(record)
