@@ -3,8 +3,8 @@
 A script, not a test: it prints a table. Two vLLM servers (CPU build, embedded tiny model,
 started as the plugin starts them) serve at once: A as is, B slowed inside the engine, by an
 amount read from a control file, so one pair of servers serves every row. ``--mechanism step``
-(the default) loads tests/bench/engine_slowdown into B's vLLM: every engine step is followed by
-busy work for the set share of its time; ``--mechanism stop`` runs B under
+(the default) loads tests/bench/engine_slowdown into B's vLLM: every engine step then waits,
+asleep, for the set share of its time; ``--mechanism stop`` runs B under
 tests/bench/cpu_slowdown.py (SIGSTOP for a share of every 100 ms; not calibratable on two
 cores, docs/noise.md). With ``step``, B's engine logs the busy and added seconds, and the table
 shows the share really added. Per
@@ -112,9 +112,9 @@ def _added_share(log: Path, before: Totals) -> tuple[Totals, float | None]:
         lines = log.read_text(encoding="utf-8").splitlines()
     except OSError:
         return before, None
-    last = json.loads(lines[-1]) if lines else None
-    if last is None:
+    if not lines:
         return before, None
+    last = json.loads(lines[-1])
     now = (float(last["busy_s"]), float(last["added_s"]))
     busy = now[0] - before[0]
     return now, ((now[1] - before[1]) / busy if busy > 0 else None)
@@ -137,7 +137,8 @@ def main() -> None:
     control = work / "slowdown"
     control.write_text("0", encoding="utf-8")
     settings = Settings(engines=("vllm",), warmups=args.warmups)
-    slowed = _slowed_settings(args.mechanism, args.warmups, control, work / "added.jsonl")
+    added_log = work / "added.jsonl"  # B's engine writes it (step mechanism only)
+    slowed = _slowed_settings(args.mechanism, args.warmups, control, added_log)
     reference = EngineSession(settings, "vllm", work / "a", variant="A")
     candidate = EngineSession(slowed, "vllm", work / "b", variant="B")
     shuffle = random.Random(args.seed)
@@ -169,7 +170,7 @@ def main() -> None:
 
                     result = run_ab(request, run_on(a), run_on(b))
                     time.sleep(0.5)  # B's engine logs its totals every 0.2 s
-                    engine_seconds, added = _added_share(work / "added.jsonl", engine_seconds)
+                    engine_seconds, added = _added_share(added_log, engine_seconds)
                     ab = result.ab or {}
                     metrics = ab.get("metrics", {})
                     tpot = metrics.get("mean_tpot_ms", {})
