@@ -34,6 +34,7 @@ SETTINGS = pytest.StashKey[Settings]()
 LEDGER = pytest.StashKey[Ledger]()
 HARDWARE = pytest.StashKey[str]()
 MACHINE = pytest.StashKey[Fingerprint | None]()
+HISTORY = pytest.StashKey[list[dict[str, Any]]]()  # the history file as the session began
 MISMATCH = pytest.StashKey[str | None]()  # --hardware names another family than this machine
 PROFILES = pytest.StashKey[dict[str, "WorkloadProfile"]]()
 # --llmperf-ab-restart: which server is up (engines/alternation.py), one per session.
@@ -224,6 +225,18 @@ def _with_restarts(result: ProfileResult, restarts: int, seconds: float) -> Prof
 # -- parametrization -------------------------------------------------------------------------
 
 
+def _history_at_start(config: pytest.Config, settings: Settings) -> list[dict[str, Any]]:
+    """The history file's lines, read once: the sequential rule's between-session spread
+    (gate/session_spread.py). This session appends its own lines only when it ends."""
+    if settings.sequential_budget is None or settings.history_path is None:
+        return []
+    if HISTORY not in config.stash:
+        from pytest_llmperf.reports import history
+
+        config.stash[HISTORY] = history.read(settings.history_path)
+    return config.stash[HISTORY]
+
+
 def _marker_kwargs(definition: Any) -> dict[str, Any]:
     marker = definition.get_closest_marker(MARKER) if definition is not None else None
     return dict(marker.kwargs) if marker is not None else {}
@@ -411,6 +424,7 @@ class LLMPerf:
             machine=config.stash[MACHINE],
             nodeid=self._request.node.nodeid,
             tolerances=(_marker_kwargs(self._request.node).get("tolerances"), tolerances),
+            history=_history_at_start(config, self.settings),
         )
 
     def scaled(self, profile: WorkloadProfile) -> WorkloadProfile:

@@ -6,17 +6,18 @@ pytest-free: the plugin turns the ``ProfileResult`` this returns into a pass or 
 from __future__ import annotations
 
 import datetime
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.config import Settings
 from pytest_llmperf.engines import fingerprint
 from pytest_llmperf.engines.session import Target
-from pytest_llmperf.gate import paired, placement, sequential, store
+from pytest_llmperf.gate import paired, placement, sequential, session_spread, store
 from pytest_llmperf.gate import verdict as judging
 from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.gate.modelkey import check_model
@@ -51,6 +52,9 @@ class GateRequest:
     # --llmperf-sequential: decide run by run, at most this many runs (gate/sequential.py);
     # None: ``repeat`` runs and ``confirm_reruns``.
     sequential_budget: int | None = None
+    # Per metric, how much a session's result moves between sessions on this machine (from
+    # the history file): widens the sequential rule's interval; empty when unknown.
+    between_sessions: Mapping[str, session_spread.SessionSpread] = field(default_factory=dict)
 
     @property
     def machine_key(self) -> str:
@@ -66,10 +70,24 @@ def gate_request(
     machine: fingerprint.Fingerprint | None,
     nodeid: str = "",
     tolerances: Sequence[Mapping[str, float] | None] = (),
+    history: Sequence[Mapping[str, Any]] = (),
 ) -> GateRequest:
     """The gate of one profile as the session's settings ask for it. ``tolerances``: overrides
-    from the weakest to the strongest (a test's marker, then ``check(tolerances=...)``)."""
+    from the weakest to the strongest (a test's marker, then ``check(tolerances=...)``);
+    ``history``: the history file's lines as the session began (the sequential rule's
+    between-session spread)."""
     merged = {metric: limit for layer in tolerances for metric, limit in (layer or {}).items()}
+    spread: dict[str, session_spread.SessionSpread] = {}
+    if settings.sequential_budget is not None and history:
+        series = session_spread.Series(
+            machine=fingerprint.machine_key(machine) if machine else hardware,
+            engine=target.engine,
+            variant=target.variant or target.engine,
+            model=_model_key(target),
+            profile=profile.name,
+            num_prompts=profile.num_prompts,
+        )
+        spread = session_spread.session_spread(history, series)
     return GateRequest(
         target=target,
         profile=profile,
@@ -86,6 +104,7 @@ def gate_request(
         first_run=settings.first_run,
         hardware_detected=settings.hardware is None,
         sequential_budget=settings.sequential_budget,
+        between_sessions=spread,
     )
 
 
@@ -467,8 +486,14 @@ def _judge_sequentially(
             entry, request.tolerance_overrides, gate
         ).items()
     }
+    between = request.between_sessions
     baselines = {
-        metric: sequential.Baseline(value, entry.spread.get(metric), entry.runs)
+        metric: sequential.Baseline(
+            value,
+            entry.spread.get(metric),
+            entry.runs,
+            between[metric].sd if metric in between else None,
+        )
         for metric, value in entry.metrics.items()
     }
     while True:
@@ -488,6 +513,7 @@ def _judge_sequentially(
     words = (
         f"sequential rule (--llmperf-sequential {rule.budget}): {len(runs)} run(s), "
         f"{minutes:.1f} min; {sequential.describe(decisions)}"
+        f"{_between_words(between, tolerances)}"
     )
     if state in (None, paired.INCONCLUSIVE):
         note = f"{words}; undecided at the budget, judged by the usual rule on the median"
@@ -499,6 +525,17 @@ def _judge_sequentially(
 
 
 _ROW_STATUS = {paired.SAME: "pass", paired.REGRESSED: "regressed", paired.IMPROVED: "improved"}
+
+
+def _between_words(
+    between: Mapping[str, session_spread.SessionSpread], gated: Mapping[str, float]
+) -> str:
+    """What the history added to the intervals, for the verdict's note."""
+    used = [(metric, between[metric]) for metric in gated if metric in between]
+    if not used:
+        return ""
+    parts = ", ".join(f"{m} {math.expm1(s.sd) * 100:.1f}%" for m, s in used)
+    return f"; between-session spread from {used[0][1].sessions} history sessions: {parts}"
 
 
 def _sequential_row(

@@ -22,6 +22,15 @@ share of the error rate leaves, is:
   ignores the baseline's own error, which one recorded run cannot show; record baselines
   with repeats.
 
+Both intervals assume the baseline was measured on the machine as it is today. A shared
+machine drifts in phases the back-to-back spread does not see, so where the history file
+(``--llmperf-history``) holds enough sessions of the same configuration on this machine, the
+spread between their medians (``session_spread``) widens the interval by the phase part:
+``between^2 = max(0, s^2 - sd^2/m)`` (``s``: the sessions' spread; what is left of it after
+the noise of a session's own runs), counted twice, since the baseline's session and today's
+each had a phase of their own: ``error^2 = sd^2 (1/n + 1/m) + 2 between^2``. Without an ``sd``
+(the distribution-free interval), each end moves out by ``z * sqrt(2) * s``.
+
 The interval is read against the tolerance (times the context's scale) as in A/B: entirely
 beyond it, ``regressed`` (the test fails at once, without a confirm rerun: the error rate is
 already held over all looks); entirely inside it or on the better side, decided; otherwise
@@ -35,7 +44,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -68,6 +77,9 @@ class Baseline:
     value: float
     cv: float | None  # recorded spread, percent; None when recorded from one run
     runs: int
+    # The log-sd between sessions' medians from the history (session_spread); None: unknown,
+    # the interval then trusts the baseline's session to look like today's.
+    session_sd: float | None = None
 
 
 def change_interval(
@@ -82,14 +94,20 @@ def change_interval(
     one_run = None
     if baseline.cv is not None:
         one_run = pooled_log_sd(baseline.cv, baseline.runs, cv_percent(values), len(values))
+    z = NormalDist().inv_cdf(1.0 - share / 2.0)
     if one_run is None:
         # A spread from this session's first few runs alone is too uncertain for a normal
         # interval (two equal runs would claim none): the distribution-free one instead.
         interval = paired.hodges_lehmann(changes, share)
-        return interval if math.isfinite(interval.low) else None
+        if not math.isfinite(interval.low):
+            return None
+        widen = z * math.sqrt(2.0) * (baseline.session_sd or 0.0)
+        return replace(interval, low=interval.low - widen, high=interval.high + widen)
     center = paired.hodges_lehmann_estimate(changes)
-    error = one_run * math.sqrt(1.0 / len(values) + 1.0 / max(baseline.runs, 1))
-    half = NormalDist().inv_cdf(1.0 - share / 2.0) * error
+    runs = max(baseline.runs, 1)
+    between = max(0.0, (baseline.session_sd or 0.0) ** 2 - one_run**2 / runs)
+    error = math.sqrt(one_run**2 * (1.0 / len(values) + 1.0 / runs) + 2.0 * between)
+    half = z * error
     return paired.Interval(center, center - half, center + half, 1.0 - share)
 
 

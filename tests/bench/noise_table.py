@@ -16,6 +16,11 @@ started as the plugin starts it) behind the latency-injecting proxy
 ``--sequential N`` decides each gate with the sequential rule (``--llmperf-sequential N``)
 instead; ``--compare N`` runs both gates in every round, on the same baseline and in a
 shuffled order, so that the two methods meet the same machine and the same phases.
+``--history`` (with ``--compare``) adds a third: the sequential rule with the between-session
+spread of a history file (gate/session_spread.py). Its history is what a team's would be: one
+line per earlier session, here the median of each earlier round's unchanged repeat-rule gate
+(the baseline's own session first); it joins the rounds once the history holds enough
+sessions to be used (``session_spread.MIN_SESSIONS``), so its rows count fewer gates.
 
 An unchanged run that ends regressed is a false alarm; a slowed one that ends regressed is a
 detection. A slowdown of 20 % stretches TTFT and every gap between chunks by 1.2: TPOT
@@ -24,6 +29,7 @@ measurement looked regressed, before the confirm rerun.
 
     python tests/bench/noise_table.py [--trials 20] [--levels 1.1,1.2,1.5] [--profile medium]
                                       [--repeat 5] [--confirm 1] [--sequential N | --compare N]
+                                      [--history]
                                       [--json out.json]
 """
 
@@ -49,7 +55,7 @@ from slow_proxy import SlowProxyProcess
 
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.errors import BaselineError
-from pytest_llmperf.gate import store
+from pytest_llmperf.gate import session_spread, store
 from pytest_llmperf.gate.loop import GateRequest, run_gate
 from pytest_llmperf.measure.run import measure
 from pytest_llmperf.models import Outcome
@@ -118,12 +124,21 @@ def main() -> int:
         help="before the baseline and each round, wait (at most 10 min) until the 1-minute "
         "load average is under this (the machine may be shared)",
     )
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="with --compare: also the sequential rule widened by the spread between earlier "
+        "rounds (a history file's between-session spread)",
+    )
     args = parser.parse_args()
     levels = [1.0, *(float(x) for x in args.levels.split(","))]
     if args.compare and args.sequential:
         parser.error("give --sequential N or --compare N, not both")
+    if args.history and not args.compare:
+        parser.error("--history needs --compare N")
     methods: list[tuple[str, int | None]] = (
         [("repeat", None), ("sequential", args.compare)]
+        + ([("sequential+history", args.compare)] if args.history else [])
         if args.compare
         else [("sequential", args.sequential)]
         if args.sequential
@@ -155,7 +170,13 @@ def main() -> int:
         def measure_once() -> Any:
             return measure(target, profile, embedded.workloads, embedded.settings, headers={})
 
-        def gate(update: bool, repeat: int, confirm: int, budget: int | None = None) -> Any:
+        def gate(
+            update: bool,
+            repeat: int,
+            confirm: int,
+            budget: int | None = None,
+            between: dict[str, session_spread.SessionSpread] | None = None,
+        ) -> Any:
             request = GateRequest(
                 target=target,
                 profile=profile,
@@ -165,8 +186,21 @@ def main() -> int:
                 repeat=repeat,
                 confirm_reruns=confirm,
                 sequential_budget=None if update else budget,
+                between_sessions=between or {},
             )
             return run_gate(request, measure_once)
+
+        series = session_spread.Series("here", "vllm", "vllm", "tiny", profile.name, None)
+        history: list[dict[str, Any]] = []  # one line per earlier "session"
+
+        def remember(result: Any) -> None:
+            history.append(
+                {
+                    "timestamp": str(len(history)),
+                    **dataclasses.asdict(series),
+                    "metrics": dict(result.metrics),
+                }
+            )
 
         print(
             f"server up in {time.monotonic() - started:.0f} s; profile {profile.name} at "
@@ -179,6 +213,7 @@ def main() -> int:
         if recorded.verdict.outcome is not Outcome.RECORDED:
             print(f"baseline not recorded: {recorded.verdict.notes}")
             return 1
+        remember(recorded)
         path = Path(recorded.baseline_file)
         set_tolerances(path, profile.name, tolerances)
         entry = store.load_entry(path, profile.name)
@@ -194,14 +229,23 @@ def main() -> int:
         )
         order = random.Random(args.seed)
         for trial in range(args.trials):
-            shuffled = [(level, method) for level in levels for method in methods]
+            between = session_spread.session_spread(history, series)
+            shuffled = [
+                (level, (method, budget))
+                for level in levels
+                for method, budget in methods
+                if method != "sequential+history" or between
+            ]
             order.shuffle(shuffled)
             wait_for_quiet(args.quiet_below, 600.0)
             for level, (method, budget) in shuffled:
                 proxy.set_factor(level)
                 loads.append(load_average())
                 began = time.monotonic()
-                result = gate(False, args.repeat, args.confirm, budget)
+                with_history = between if method == "sequential+history" else None
+                result = gate(False, args.repeat, args.confirm, budget, with_history)
+                if method == "repeat" and level == 1.0:
+                    remember(result)
                 verdict = result.verdict
                 trials.append(
                     {
@@ -225,6 +269,9 @@ def main() -> int:
                             c.metric: c.threshold_pct
                             for c in verdict.comparisons
                             if c.tolerance_pct is not None
+                        },
+                        "between_sessions_pct": {
+                            m: round(100 * s.sd, 2) for m, s in (with_history or {}).items()
                         },
                     }
                 )
@@ -286,8 +333,11 @@ def print_table(
     tolerances: dict[str, float],
     spread: dict[str, float],
 ) -> None:
+    history = (
+        " with the history's between-session spread" if "history" in trials[0]["method"] else ""
+    )
     how = (
-        f"sequential, at most {budget} runs"
+        f"sequential{history}, at most {budget} runs"
         if budget
         else f"repeat {args.repeat}, confirm {args.confirm}"
     )

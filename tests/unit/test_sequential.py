@@ -4,14 +4,17 @@ rates by simulation, and run_gate measuring run by run against a real baseline f
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 import pytest
 
-from pytest_llmperf.gate import paired, sequential, store
+from pytest_llmperf.config import Settings
+from pytest_llmperf.gate import paired, sequential, session_spread, store
 from pytest_llmperf.gate.ledger import ProfileResult
-from pytest_llmperf.gate.loop import GateRequest, run_gate
+from pytest_llmperf.gate.loop import GateRequest, gate_request, run_gate
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.models import Outcome
@@ -202,3 +205,127 @@ def test_a_changed_workload_is_reported_after_one_run(tmp_path: Path, changed: d
     result = run_gate(_request(tmp_path, budget=10), other_workload)
     assert result.verdict.outcome is Outcome.WORKLOAD_CHANGED
     assert measure.calls == 1
+
+
+# The machine's phases: a baseline recorded in one phase, runs today in another. The
+# back-to-back spread does not see them; the history's between-session spread does.
+
+WITHIN = 0.03  # back-to-back spread of one run (log sd)
+PHASE = 0.08  # how far a session's phase moves its runs (log sd)
+
+
+def _simulate_phases(true_change: float, session_sd: float | None, seed: int) -> dict[str, float]:
+    """Baseline (5 runs) and today's runs each in a phase of their own."""
+    generator = np.random.default_rng(seed)
+    tally = {paired.SAME: 0, paired.REGRESSED: 0, paired.IMPROVED: 0, paired.INCONCLUSIVE: 0}
+    experiments = 1000
+    for _ in range(experiments):
+        recorded = generator.normal(generator.normal(0.0, PHASE), WITHIN / math.sqrt(5))
+        baseline = sequential.Baseline(
+            1000.0 * math.exp(recorded), cv=WITHIN * 100.0, runs=5, session_sd=session_sd
+        )
+        today = generator.normal(0.0, PHASE) - true_change
+        draws = 1000.0 * np.exp(generator.normal(today, WITHIN, RULE.budget))
+        for count in range(1, RULE.budget + 1):
+            status = _decide(baseline, draws[:count].tolist(), 10.0)
+            if status != paired.UNDECIDED:
+                tally[status] += 1
+                break
+    return {key: value / experiments for key, value in tally.items()}
+
+
+# What the history of such a machine shows: each session's median moves by the phase and by
+# the noise of its own five runs.
+SESSIONS_SD = math.sqrt(PHASE**2 + WITHIN**2 / 5)
+
+
+def test_phases_the_baseline_cannot_see_raise_false_alarms() -> None:
+    blind = _simulate_phases(0.0, session_sd=None, seed=21)
+    # 13.6 % here: more than twice the alpha / 2 the rule promises. The problem the history solves.
+    assert blind[paired.REGRESSED] > RULE.alpha
+
+
+def test_the_history_spread_holds_false_alarms_under_phases() -> None:
+    informed = _simulate_phases(0.0, session_sd=SESSIONS_SD, seed=21)
+    assert informed[paired.REGRESSED] <= RULE.alpha / 2 + 0.01
+
+
+def test_with_the_history_spread_a_collapse_is_still_caught() -> None:
+    informed = _simulate_phases(math.log(2.0), session_sd=SESSIONS_SD, seed=22)
+    assert informed[paired.REGRESSED] >= 0.95
+
+
+def test_the_history_spread_widens_the_interval_by_the_phase_part_only() -> None:
+    values = [920.0, 915.0, 925.0]
+    blind = sequential.Baseline(1000.0, cv=2.0, runs=5)
+    steady = sequential.Baseline(1000.0, cv=2.0, runs=5, session_sd=0.001)
+    phased = sequential.Baseline(1000.0, cv=2.0, runs=5, session_sd=0.08)
+    share = 0.05
+    narrow = sequential.change_interval(blind, values, THROUGHPUT, share)
+    same = sequential.change_interval(steady, values, THROUGHPUT, share)
+    wide = sequential.change_interval(phased, values, THROUGHPUT, share)
+    assert narrow is not None
+    assert same is not None
+    assert wide is not None
+    # A history as steady as the baseline's own error adds nothing ...
+    assert (same.low, same.high) == pytest.approx((narrow.low, narrow.high))
+    # ... a phased one widens the interval about the same center.
+    assert wide.estimate == pytest.approx(narrow.estimate)
+    assert wide.low < narrow.low
+    assert wide.high > narrow.high
+    assert paired.classify(narrow, 5.0) == paired.REGRESSED
+    assert paired.classify(wide, 5.0) == paired.UNDECIDED
+
+
+def test_without_a_recorded_spread_the_history_widens_the_distribution_free_interval() -> None:
+    values = [930.0, 925.0, 935.0, 928.0, 932.0, 931.0]
+    blind = sequential.Baseline(1000.0, cv=None, runs=1)
+    phased = sequential.Baseline(1000.0, cv=None, runs=1, session_sd=0.05)
+    narrow = sequential.change_interval(blind, values, THROUGHPUT, 0.05)
+    wide = sequential.change_interval(phased, values, THROUGHPUT, 0.05)
+    assert narrow is not None
+    assert wide is not None
+    widen = NormalDist().inv_cdf(1 - 0.025) * math.sqrt(2) * 0.05
+    assert wide.low == pytest.approx(narrow.low - widen)
+    assert wide.high == pytest.approx(narrow.high + widen)
+
+
+def test_run_gate_says_what_the_history_added(tmp_path: Path) -> None:
+    _record(tmp_path, {THROUGHPUT: 3.0, TPOT: 3.0}, runs=5)
+    request = replace(
+        _request(tmp_path, budget=4),
+        between_sessions={THROUGHPUT: session_spread.SessionSpread(0.08, 9)},
+    )
+    # -7.5 % against a 20 % tolerance: decided "pass" even with the wider interval.
+    result = run_gate(request, Scripted([(925.0, 10.0)]))
+    assert result.verdict.outcome is Outcome.PASS
+    note = next(n for n in result.verdict.notes if n.startswith("sequential rule"))
+    assert "between-session spread from 9 history sessions: total_token_throughput 8.3%" in note
+
+
+def test_gate_request_reads_the_spread_only_for_the_sequential_rule(tmp_path: Path) -> None:
+    target = unreachable_target(command="vllm serve")
+    profile = builtin_profiles()["short"]
+    history = [
+        {
+            "timestamp": f"t{i}",
+            "machine": "cpu",
+            "engine": target.engine,
+            "variant": target.variant or target.engine,
+            "model": target.model,
+            "profile": "short",
+            "num_prompts": profile.num_prompts,
+            "metrics": {THROUGHPUT: 1000.0 + 10 * i},
+        }
+        for i in range(8)
+    ]
+
+    def spread(budget: int | None) -> dict[str, session_spread.SessionSpread]:
+        settings = Settings(baseline_dir=tmp_path, sequential_budget=budget)
+        request = gate_request(
+            settings, target=target, profile=profile, hardware="cpu", machine=None, history=history
+        )
+        return dict(request.between_sessions)
+
+    assert spread(None) == {}
+    assert spread(10)[THROUGHPUT].sessions == 8
