@@ -80,7 +80,7 @@ def gate_request(
     spread: dict[str, session_spread.SessionSpread] = {}
     if settings.sequential_budget is not None and history:
         series = session_spread.Series(
-            machine=fingerprint.machine_key(machine) if machine else hardware,
+            machine=fingerprint.machine_key(machine) if machine else None,
             engine=target.engine,
             variant=target.variant or target.engine,
             model=_model_key(target),

@@ -35,7 +35,7 @@ class Series:
     """One configuration on one profile on one kind of machine: the history lines that
     describe the same thing the baseline does."""
 
-    machine: str
+    machine: str | None  # the fingerprint's key; None where the machine was not fingerprinted
     engine: str
     variant: str  # the configuration's name as the history writes it (variant or engine)
     model: str

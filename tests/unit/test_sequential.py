@@ -7,6 +7,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from pytest_llmperf.gate.loop import GateRequest, gate_request, run_gate
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.models import Outcome
+from pytest_llmperf.reports import history
 from tests.support.targets import unreachable_target
 
 RULE = sequential.StoredRule(budget=10)
@@ -62,7 +64,9 @@ def test_a_latency_within_the_ms_floor_is_decided() -> None:
     assert decision.status == paired.SAME
 
 
-def _simulate(true_change: float, sd: float, tolerance: float, runs: int, seed: int) -> dict:
+def _simulate(
+    true_change: float, sd: float, tolerance: float, runs: int, seed: int
+) -> dict[str, float]:
     """The rule on simulated runs: each experiment draws its baseline (the median of ``runs``
     recorded runs, approximated as normal with sd/sqrt(runs)) and its runs, all lognormal."""
     generator = np.random.default_rng(seed)
@@ -117,7 +121,8 @@ def _request(root: Path, budget: int | None) -> GateRequest:
     )
 
 
-WORKLOAD = {"dataset": "random", "num_prompts": 8}
+PROMPTS = 8
+WORKLOAD = {"dataset": "random", "num_prompts": PROMPTS}
 
 
 def _record(root: Path, spread: dict[str, float] | None, runs: int) -> None:
@@ -194,7 +199,9 @@ def test_without_the_option_the_usual_repeats_and_confirm_rerun_apply(tmp_path: 
 
 
 @pytest.mark.parametrize("changed", [{"num_prompts": 16}])
-def test_a_changed_workload_is_reported_after_one_run(tmp_path: Path, changed: dict) -> None:
+def test_a_changed_workload_is_reported_after_one_run(
+    tmp_path: Path, changed: dict[str, Any]
+) -> None:
     _record(tmp_path, {THROUGHPUT: 5.0}, runs=5)
     measure = Scripted([(1000.0, 10.0)])
 
@@ -303,29 +310,36 @@ def test_run_gate_says_what_the_history_added(tmp_path: Path) -> None:
     assert "between-session spread from 9 history sessions: total_token_throughput 8.3%" in note
 
 
-def test_gate_request_reads_the_spread_only_for_the_sequential_rule(tmp_path: Path) -> None:
+def test_gate_request_reads_the_spread_of_its_own_series_from_history_lines(
+    tmp_path: Path,
+) -> None:
+    """The history lines the plugin writes for a profile's results are the ones gate_request
+    finds for that profile again: the keys of both sides agree."""
     target = unreachable_target(command="vllm serve")
-    profile = builtin_profiles()["short"]
-    history = [
-        {
-            "timestamp": f"t{i}",
-            "machine": "cpu",
-            "engine": target.engine,
-            "variant": target.variant or target.engine,
-            "model": target.model,
-            "profile": "short",
-            "num_prompts": profile.num_prompts,
-            "metrics": {THROUGHPUT: 1000.0 + 10 * i},
-        }
-        for i in range(8)
-    ]
+    profile = builtin_profiles()["short"].scaled(PROMPTS)
+    _record(tmp_path, {THROUGHPUT: 3.0, TPOT: 3.0}, runs=5)
 
-    def spread(budget: int | None) -> dict[str, session_spread.SessionSpread]:
+    def request(budget: int | None, history: list[dict[str, Any]]) -> GateRequest:
         settings = Settings(baseline_dir=tmp_path, sequential_budget=budget)
-        request = gate_request(
+        return gate_request(
             settings, target=target, profile=profile, hardware="cpu", machine=None, history=history
         )
-        return dict(request.between_sessions)
 
-    assert spread(None) == {}
-    assert spread(10)[THROUGHPUT].sessions == 8
+    lines = []
+    for session, throughput in enumerate([1000.0, 1040.0, 970.0, 1010.0, 990.0, 1060.0]):
+        result = run_gate(request(None, []), Scripted([(throughput, 10.0)]))
+        lines.append(
+            history.record(
+                result, timestamp=f"2026-11-0{session + 1}", git_commit=None, plugin_version="t"
+            )
+        )
+    assert request(None, lines).between_sessions == {}  # only the sequential rule reads it
+    found = request(10, lines).between_sessions
+    assert found[THROUGHPUT].sessions == 6
+    assert found[THROUGHPUT].sd > 0
+    other = builtin_profiles()["medium"].scaled(PROMPTS)
+    settings = Settings(baseline_dir=tmp_path, sequential_budget=10)
+    elsewhere = gate_request(
+        settings, target=target, profile=other, hardware="cpu", machine=None, history=lines
+    )
+    assert elsewhere.between_sessions == {}
