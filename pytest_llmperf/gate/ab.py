@@ -10,6 +10,7 @@ previous run, left in a cache. The statistics are in ``paired``.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -93,6 +94,15 @@ def _check(run: Measurement, who: str, gated: Sequence[str], budget: int) -> Non
             )
 
 
+def _worse_logs(pairs: Sequence[tuple[Measurement, Measurement]], metric: str) -> list[float]:
+    """Each pair's ``ln(B/A)`` of ``metric``, signed so that positive means B is worse."""
+    direction = direction_of(metric)
+    return [
+        paired.worse_log(float(a.metrics[metric]), float(b.metrics[metric]), direction)
+        for a, b in pairs
+    ]
+
+
 def _decisions(
     pairs: Sequence[tuple[Measurement, Measurement]],
     tolerances: Mapping[str, float],
@@ -107,10 +117,7 @@ def _decisions(
     decisions = []
     for metric, tolerance in tolerances.items():
         direction = direction_of(metric)
-        values = [
-            paired.worse_log(float(a.metrics[metric]), float(b.metrics[metric]), direction)
-            for a, b in pairs[:at]
-        ]
+        values = _worse_logs(pairs[:at], metric)
         decision = paired.decide_metric(metric, direction, tolerance, values, plan)
         if final and decision.status == paired.UNDECIDED:
             decision = paired.MetricDecision(
@@ -159,7 +166,7 @@ def run_ab(
                         if out_of_pairs
                         else f"time budget spent ({minutes:.1f} of {request.minutes:g} min)"
                     )
-                verdict = _verdict(answer, decisions, pairs, stop_reason)
+                verdict = _verdict(answer, decisions, pairs, stop_reason, plan)
                 break
     except _Stop as stop:
         verdict = stop.verdict
@@ -203,17 +210,45 @@ def _verdict(
     decisions: Sequence[paired.MetricDecision],
     pairs: Sequence[tuple[Measurement, Measurement]],
     stop_reason: str,
+    plan: paired.SequentialPlan,
 ) -> Verdict:
     notes = []
     if answer == paired.INCONCLUSIVE:
-        undecided = [d.metric for d in decisions if d.status == paired.INCONCLUSIVE]
+        undecided = [d for d in decisions if d.status == paired.INCONCLUSIVE]
         notes.append(
-            f"inconclusive: {stop_reason} before the interval of {', '.join(undecided)} lay "
-            f"inside or outside its tolerance; raise --llmperf-ab-budget (or "
-            f"--llmperf-ab-minutes) for a verdict"
+            f"inconclusive: {stop_reason} before the interval of "
+            f"{', '.join(d.metric for d in undecided)} lay inside or outside its tolerance; "
+            f"raise --llmperf-ab-budget (or --llmperf-ab-minutes) for a verdict"
         )
+        notes.extend(_budget_advice(d, pairs, plan) for d in undecided)
     return Verdict(
         _OUTCOME_OF[answer], comparisons=_comparisons(decisions, pairs), notes=tuple(notes)
+    )
+
+
+def _budget_advice(
+    decision: paired.MetricDecision,
+    pairs: Sequence[tuple[Measurement, Measurement]],
+    plan: paired.SequentialPlan,
+) -> str:
+    """How far this experiment was from a verdict on ``decision.metric``, in pairs: what the
+    user sizes --llmperf-ab-budget from (docs/ab.md, "Choosing the budget")."""
+    values = _worse_logs(pairs, decision.metric)
+    if len(values) < 3:
+        return f"{decision.metric}: too few pairs to say how many more would decide it"
+    spread = math.expm1(statistics.stdev(values)) * 100.0
+    change = math.expm1(paired.hodges_lehmann_estimate(values)) * 100.0
+    side = "worse" if change >= 0 else "better"
+    seen = (
+        f"{decision.metric}: the pairs spread by {spread:.1f} % around B {abs(change):.1f} % "
+        f"{side} than A (tolerance {decision.tolerance_pct:g} %)"
+    )
+    budget = paired.budget_to_decide(values, decision.tolerance_pct, plan)
+    if budget is None:
+        return f"{seen}: too close to the tolerance for any budget to decide it"
+    return (
+        f"{seen}: at that spread a budget of about {budget} pairs would decide it "
+        f"{paired.PLANNING_POWER:.0%} of the time"
     )
 
 

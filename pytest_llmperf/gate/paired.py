@@ -32,9 +32,11 @@ leaves error rate unspent.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from statistics import NormalDist
 
 from pytest_llmperf.models import Direction
 
@@ -221,6 +223,37 @@ def decide_metric(
     if status == UNDECIDED and pairs >= plan.budget:
         status = INCONCLUSIVE
     return MetricDecision(metric, direction, tolerance_pct, status, interval, pairs)
+
+
+# The Hodges-Lehmann estimate's efficiency against the mean on normal data: its interval is
+# as wide as a t interval on this share of the pairs.
+HL_EFFICIENCY = 3.0 / math.pi
+PLANNING_POWER = 0.80  # the chance a suggested budget decides, if the pairs stay as they were
+
+
+def budget_to_decide(
+    values: Sequence[float], tolerance_pct: float, plan: SequentialPlan, largest: int = 500
+) -> int | None:
+    """A planning figure for an experiment that ended undecided: the smallest budget whose
+    last look would decide it with ``PLANNING_POWER`` if later pairs kept the estimate and
+    spread of ``values`` (normal approximation, the HL estimate's efficiency; earlier looks
+    only add chances). None: fewer than three pairs, or an estimate so close to the tolerance
+    that no budget up to ``largest`` pairs would do."""
+    if len(values) < 3:
+        return None
+    spread = statistics.stdev(values)
+    margin = abs(abs(hodges_lehmann_estimate(values)) - math.log1p(tolerance_pct / 100.0))
+    if margin <= 0.0:
+        return None
+    power = NormalDist().inv_cdf(PLANNING_POWER)
+    for budget in range(max(plan.budget, len(values)) + 1, largest + 1):
+        longer = replace(plan, budget=budget)
+        share = longer.share(budget)
+        assert share is not None  # the budget is always a look
+        z = NormalDist().inv_cdf(1.0 - share / 2.0)
+        if (z + power) * spread / math.sqrt(HL_EFFICIENCY * budget) < margin:
+            return budget
+    return None
 
 
 def overall(statuses: Sequence[str]) -> str | None:

@@ -100,6 +100,26 @@ def test_noise_beyond_the_budget_is_inconclusive() -> None:
     assert result.verdict.outcome is Outcome.INCONCLUSIVE
     assert len(log) == 12
     assert "--llmperf-ab-budget" in result.verdict.notes[0]
+    # Each undecided metric says how far it was from a verdict, in pairs.
+    advice = result.verdict.notes[1:]
+    undecided = [row.metric for row in result.verdict.comparisons if row.status == "inconclusive"]
+    assert [note.split(":")[0] for note in advice] == undecided
+    for note in advice:
+        assert "the pairs spread by" in note
+        assert "pairs would decide it 80% of the time" in note or "too close to" in note
+
+
+def test_the_budget_advice_names_a_budget_the_noise_allows() -> None:
+    log: list[str] = []
+    plan = paired.SequentialPlan(budget=6)
+    result = run_ab(
+        _request(plan=plan), _runs(log, "A", 1.0, 0.05, 1), _runs(log, "B", 1.12, 0.05, 2)
+    )
+    # 12 % slower at a 5 % noise per run: six pairs are not enough, fourteen would be.
+    assert result.verdict.outcome is Outcome.INCONCLUSIVE
+    advice = " ".join(result.verdict.notes[1:])
+    budget = int(advice.split("a budget of about ")[1].split()[0])
+    assert 6 < budget <= 60
 
 
 def test_the_time_budget_ends_the_experiment() -> None:

@@ -4,7 +4,9 @@ error rates hold under repeated looks (simulated with a fixed seed)."""
 from __future__ import annotations
 
 import math
+import statistics
 
+import numpy as np
 import pytest
 
 from pytest_llmperf.gate import paired
@@ -112,3 +114,47 @@ def test_a_twenty_percent_slowdown_is_caught_early() -> None:
     result = paired.simulate(math.log(1.2), 0.05, 5.0, plan, 500, seed=9)
     assert result[paired.REGRESSED] >= 0.99
     assert result["mean_pairs"] < 8
+
+
+# Planning a budget for an experiment that ended undecided.
+
+
+def _pairs(change: float, sd: float, count: int, seed: int) -> list[float]:
+    return [float(x) for x in np.random.default_rng(seed).normal(change, sd, count)]
+
+
+def test_the_suggested_budget_decides_about_as_often_as_it_promises() -> None:
+    # 20 pairs of a 15 % slowdown at a 12 % spread (they show 11.5 %, 0.115): undecided at the
+    # default budget; 58 pairs suggested.
+    plan = paired.SequentialPlan(budget=20)
+    values = _pairs(math.log(1.15), 0.12, 20, seed=5)
+    budget = paired.budget_to_decide(values, 5.0, plan)
+    assert budget is not None
+    assert budget > plan.budget
+    # If later pairs are like these, that budget decides "regressed" at least as often as
+    # promised (the earlier looks add chances), and the default budget far less often.
+    estimate = paired.hodges_lehmann_estimate(values)
+    spread = statistics.stdev(values)
+    longer = paired.simulate(estimate, spread, 5.0, paired.SequentialPlan(budget=budget), 300, 4)
+    default = paired.simulate(estimate, spread, 5.0, plan, 300, 4)
+    assert longer[paired.REGRESSED] >= paired.PLANNING_POWER - 0.05
+    assert default[paired.REGRESSED] < longer[paired.REGRESSED] - 0.2
+
+
+def test_a_wider_spread_needs_a_larger_budget() -> None:
+    plan = paired.SequentialPlan(budget=20)
+    base = _pairs(0.0, 1.0, 20, seed=5)
+    narrow = [0.10 + 0.05 * v for v in base]
+    wide = [0.10 + 0.10 * v for v in base]
+    small = paired.budget_to_decide(narrow, 5.0, plan)
+    large = paired.budget_to_decide(wide, 5.0, plan)
+    assert small is not None
+    assert large is not None
+    assert small < large
+
+
+def test_no_budget_for_a_change_at_the_tolerance_or_too_few_pairs() -> None:
+    plan = paired.SequentialPlan(budget=20)
+    at_tolerance = [math.log1p(0.05) + d for d in (-0.1, 0.1, -0.05, 0.05, 0.0)]
+    assert paired.budget_to_decide(at_tolerance, 5.0, plan) is None
+    assert paired.budget_to_decide([0.1, 0.2], 5.0, plan) is None
