@@ -533,7 +533,10 @@ def _between_words(
     """What the history added to the intervals, for the verdict's note."""
     used = [(metric, between[metric]) for metric in gated if metric in between]
     if not used:
-        return ""
+        return (
+            f"; no between-session spread (--llmperf-history with {session_spread.MIN_SESSIONS}"
+            "+ sessions of this profile): a slower phase of the machine reads as a regression"
+        )
     parts = ", ".join(f"{m} {math.expm1(s.sd) * 100:.1f}%" for m, s in used)
     return f"; between-session spread from {used[0][1].sessions} history sessions: {parts}"
 

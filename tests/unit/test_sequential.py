@@ -170,6 +170,7 @@ def test_a_profile_near_its_baseline_passes_after_one_run(tmp_path: Path) -> Non
     gated = [row for row in result.verdict.comparisons if row.tolerance_pct is not None]
     assert {row.decided_by for row in gated} == {"sequential"}
     assert any("sequential rule" in note and "1 run(s)" in note for note in result.verdict.notes)
+    assert any("no between-session spread (--llmperf-history" in n for n in result.verdict.notes)
 
 
 def test_a_regression_fails_when_decided_without_a_confirm_rerun(tmp_path: Path) -> None:
