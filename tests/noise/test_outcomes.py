@@ -13,6 +13,7 @@ the tests inject moves throughput by -67 % and TPOT by +200 %.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -249,3 +250,39 @@ def test_sequential_rule_stops_as_soon_as_the_verdict_is_known(
     record = first_result(pytester)
     assert (record["outcome"], record["runs"], record["confirmed"]) == ("regressed", 1, False)
     assert proxy.stats()["requests"] == PROMPTS  # no confirm rerun: the rule already decided
+
+
+def test_sequential_rule_reads_the_spread_between_sessions_from_the_history(
+    pytester: pytest.Pytester, suite: list[str], proxy: SlowProxyProcess, tiny_model_dir: Path
+) -> None:
+    path = _record(pytester, suite, tiny_model_dir, "--llmperf-repeat=3")
+    document = yaml.safe_load(path.read_text())
+    document["profiles"]["mini"]["spread"] = {"total_token_throughput": 10.0, "mean_tpot_ms": 10.0}
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    history = pytester.path / "history.jsonl"
+
+    # One real session writes the profile's history line; five more like it, a session apart
+    # and 15-30 % apart, stand for the runner's earlier nights.
+    pytester.runpytest(*suite, f"--llmperf-history={history}").assert_outcomes(passed=1)
+    (line,) = [json.loads(text) for text in history.read_text().splitlines()]
+    sessions = []
+    for night, factor in enumerate([1.0, 1.3, 0.8, 1.2, 0.85, 1.15]):
+        metrics = {key: value * factor for key, value in line["metrics"].items()}
+        sessions.append(
+            {**line, "timestamp": f"2026-11-0{night + 1}T02:00:00+00:00", "metrics": metrics}
+        )
+    history.write_text("".join(json.dumps(item) + "\n" for item in sessions))
+
+    proxy.reset()
+    sequential = pytester.runpytest(
+        *suite, "--llmperf-sequential=6", f"--llmperf-history={history}"
+    )
+    sequential.assert_outcomes(passed=1)
+    (note,) = [n for n in first_result(pytester)["notes"] if n.startswith("sequential rule")]
+    assert "between-session spread from 6 history sessions: total_token_throughput" in note
+    assert len(history.read_text().splitlines()) == 7  # and the session appended its own line
+
+    # Without the history the note says what the rule could not know.
+    pytester.runpytest(*suite, "--llmperf-sequential=6").assert_outcomes(passed=1)
+    (note,) = [n for n in first_result(pytester)["notes"] if n.startswith("sequential rule")]
+    assert "no between-session spread" in note
