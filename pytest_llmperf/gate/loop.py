@@ -513,7 +513,7 @@ def _judge_sequentially(
     words = (
         f"sequential rule (--llmperf-sequential {rule.budget}): {len(runs)} run(s), "
         f"{minutes:.1f} min; {sequential.describe(decisions)}"
-        f"{_between_words(between, tolerances)}"
+        f"{_between_words(between, tolerances, baselines)}"
     )
     if state in (None, paired.INCONCLUSIVE):
         note = f"{words}; undecided at the budget, judged by the usual rule on the median"
@@ -528,7 +528,9 @@ _ROW_STATUS = {paired.SAME: "pass", paired.REGRESSED: "regressed", paired.IMPROV
 
 
 def _between_words(
-    between: Mapping[str, session_spread.SessionSpread], gated: Mapping[str, float]
+    between: Mapping[str, session_spread.SessionSpread],
+    gated: Mapping[str, float],
+    baselines: Mapping[str, sequential.Baseline],
 ) -> str:
     """What the history added to the intervals, for the verdict's note."""
     used = [(metric, between[metric]) for metric in gated if metric in between]
@@ -538,7 +540,16 @@ def _between_words(
             "+ sessions of this profile): a slower phase of the machine reads as a regression"
         )
     parts = ", ".join(f"{m} {math.expm1(s.sd) * 100:.1f}%" for m, s in used)
-    return f"; between-session spread from {used[0][1].sessions} history sessions: {parts}"
+    words = f"; between-session spread from {used[0][1].sessions} history sessions: {parts}"
+    for metric, spread in used:
+        off = spread.baseline_off(baselines[metric].value) if metric in baselines else None
+        if off is not None:
+            words += (
+                f"; the baseline's {metric} lies {off:+.0f}% from the median of those sessions, "
+                f"beyond their spread: it was recorded in an unusual phase of the machine, "
+                f"consider recording it again (--update-baselines)"
+            )
+    return words
 
 
 def _sequential_row(

@@ -57,6 +57,15 @@ class Series:
 class SessionSpread:
     sd: float  # standard deviation of the log of one session's median
     sessions: int  # how many sessions it came from
+    center: float | None = None  # the median of those sessions' values
+
+    def baseline_off(self, baseline: float) -> float | None:
+        """How far ``baseline`` lies from the sessions' median, in percent, when that is more
+        than twice their spread (a baseline recorded in an unusual phase); else None."""
+        if self.center is None or self.center <= 0 or baseline <= 0:
+            return None
+        shift = math.log(baseline / self.center)
+        return math.expm1(shift) * 100.0 if abs(shift) > 2.0 * self.sd else None
 
 
 def robust_log_sd(values: Sequence[float]) -> float:
@@ -80,7 +89,9 @@ def session_spread(items: Iterable[Mapping[str, Any]], series: Series) -> dict[s
     for metric in dict.fromkeys(key for m in recent for key in m):
         values = [float(m[metric]) for m in recent if _positive(m.get(metric))]
         if len(values) >= MIN_SESSIONS:
-            out[metric] = SessionSpread(robust_log_sd(values), len(values))
+            out[metric] = SessionSpread(
+                robust_log_sd(values), len(values), statistics.median(values)
+            )
     return out
 
 

@@ -309,6 +309,20 @@ def test_run_gate_says_what_the_history_added(tmp_path: Path) -> None:
     assert result.verdict.outcome is Outcome.PASS
     note = next(n for n in result.verdict.notes if n.startswith("sequential rule"))
     assert "between-session spread from 9 history sessions: total_token_throughput 8.3%" in note
+    assert "unusual phase" not in note  # no center known: nothing to say about the baseline
+
+
+def test_run_gate_points_out_a_baseline_recorded_in_an_unusual_phase(tmp_path: Path) -> None:
+    _record(tmp_path, {THROUGHPUT: 3.0, TPOT: 3.0}, runs=5)  # throughput 1000
+    # The last nine nights ran at 800 +- 3 %: the baseline is 25 % above them.
+    request = replace(
+        _request(tmp_path, budget=4),
+        between_sessions={THROUGHPUT: session_spread.SessionSpread(0.03, 9, 800.0)},
+    )
+    result = run_gate(request, Scripted([(800.0, 10.0)]))
+    note = next(n for n in result.verdict.notes if n.startswith("sequential rule"))
+    assert "total_token_throughput lies +25% from the median of those sessions" in note
+    assert "--update-baselines" in note
 
 
 def test_gate_request_reads_the_spread_of_its_own_series_from_history_lines(
