@@ -188,6 +188,11 @@ def main() -> None:
                             ab.get("ratios", {}).get("total_token_throughput")
                         ),
                         "load": round(os.getloadavg()[0], 2),
+                        # An inconclusive verdict's planning notes: the budget that would
+                        # decide each undecided metric (gate.paired.budget_to_decide).
+                        "advice": list(result.verdict.notes[1:])
+                        if result.verdict.outcome.value == "inconclusive"
+                        else [],
                     }
                     results.setdefault((name, slowdown), []).append(record)
                     print(f"{name} {slowdown:g}% round {round_index}: {record}", flush=True)
