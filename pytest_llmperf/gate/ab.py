@@ -243,9 +243,11 @@ def _budget_advice(
         f"{decision.metric}: the pairs spread by {spread:.1f} % around B {abs(change):.1f} % "
         f"{side} than A (tolerance {decision.tolerance_pct:g} %)"
     )
-    budget = paired.budget_to_decide(values, decision.tolerance_pct, plan)
+    largest = 500
+    budget = paired.budget_to_decide(values, decision.tolerance_pct, plan, largest)
     if budget is None:
-        return f"{seen}: too close to the tolerance for any budget to decide it"
+        # Either the estimate lies on the tolerance or the spread is too wide for its distance.
+        return f"{seen}: at that spread no budget up to {largest} pairs would decide it"
     return (
         f"{seen}: at that spread a budget of about {budget} pairs would decide it "
         f"{paired.PLANNING_POWER:.0%} of the time"

@@ -106,7 +106,7 @@ def test_noise_beyond_the_budget_is_inconclusive() -> None:
     assert [note.split(":")[0] for note in advice] == undecided
     for note in advice:
         assert "the pairs spread by" in note
-        assert "pairs would decide it 80% of the time" in note or "too close to" in note
+        assert "pairs would decide it 80% of the time" in note or "no budget up to" in note
 
 
 def test_the_budget_advice_names_a_budget_the_noise_allows() -> None:
