@@ -222,15 +222,21 @@ def test_nightly_context_scales_tolerances_and_can_warn_only(
     pytester.runpytest(*suite).assert_outcomes(failed=1)  # the pr context still fails
 
 
-def test_sequential_rule_stops_as_soon_as_the_verdict_is_known(
-    pytester: pytest.Pytester, suite: list[str], proxy: SlowProxyProcess, tiny_model_dir: Path
-) -> None:
+def _record_with_spread(pytester: pytest.Pytester, suite: list[str], tiny_model_dir: Path) -> None:
+    """Record `mini` from three runs, then give it a spread of 10 % (the sequential rule's
+    interval then does not depend on how steady this machine's three runs were)."""
     path = _record(pytester, suite, tiny_model_dir, "--llmperf-repeat=3")
-    # A known spread (10 %, three runs) and wide tolerances: one run at the baseline's speed
-    # decides "pass", one run at a quarter of it decides "regressed", neither needs more.
     document = yaml.safe_load(path.read_text())
     document["profiles"]["mini"]["spread"] = {"total_token_throughput": 10.0, "mean_tpot_ms": 10.0}
     path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_sequential_rule_stops_as_soon_as_the_verdict_is_known(
+    pytester: pytest.Pytester, suite: list[str], proxy: SlowProxyProcess, tiny_model_dir: Path
+) -> None:
+    # A known spread (10 %, three runs) and wide tolerances: one run at the baseline's speed
+    # decides "pass", one run at a quarter of it decides "regressed", neither needs more.
+    _record_with_spread(pytester, suite, tiny_model_dir)
 
     proxy.reset()
     same = pytester.runpytest(*suite, "--llmperf-sequential=6")
@@ -255,10 +261,7 @@ def test_sequential_rule_stops_as_soon_as_the_verdict_is_known(
 def test_sequential_rule_reads_the_spread_between_sessions_from_the_history(
     pytester: pytest.Pytester, suite: list[str], proxy: SlowProxyProcess, tiny_model_dir: Path
 ) -> None:
-    path = _record(pytester, suite, tiny_model_dir, "--llmperf-repeat=3")
-    document = yaml.safe_load(path.read_text())
-    document["profiles"]["mini"]["spread"] = {"total_token_throughput": 10.0, "mean_tpot_ms": 10.0}
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    _record_with_spread(pytester, suite, tiny_model_dir)
     history = pytester.path / "history.jsonl"
 
     # One real session writes the profile's history line; five more like it, a session apart
