@@ -289,8 +289,8 @@ def main() -> int:
     for method, budget in methods:
         print()
         print_table(
-            [t for t in trials if t["method"] == method], levels, args, budget, tolerances,
-            entry.spread,
+            method, [t for t in trials if t["method"] == method], levels, args, budget,
+            tolerances, entry.spread,
         )  # fmt: skip
     print(
         f"load average (1 min) during the gates: min {min(loads):.2f}, median "
@@ -326,6 +326,7 @@ def write_json(
 
 
 def print_table(
+    method: str,
     trials: list[dict[str, Any]],
     levels: list[float],
     args: argparse.Namespace,
@@ -333,9 +334,9 @@ def print_table(
     tolerances: dict[str, float],
     spread: dict[str, float],
 ) -> None:
-    history = (
-        " with the history's between-session spread" if "history" in trials[0]["method"] else ""
-    )
+    # Named by the caller: a method that never ran (the history joins from its fifth round)
+    # still gets its heading, over empty rows.
+    history = " with the history's between-session spread" if method == "sequential+history" else ""
     how = (
         f"sequential{history}, at most {budget} runs"
         if budget
