@@ -1,0 +1,185 @@
+"""How far one A/B pair's ratio spreads when A and B are the same: per profile and per server
+configuration, measured in the same rounds, with what that spread means for a verdict.
+
+A script, not a test: it prints a table. For every ``--config`` it starts two identical vLLM
+servers (CPU build, embedded tiny model, started as the plugin starts them, plus the
+configuration's environment), then runs ``--rounds`` rounds; a round measures every profile
+on every configuration in the A,B,B,A order of ``--llmperf-ab`` (``measure``: warm-ups and a
+fresh cache salt before each run). Configurations swap places every round, so the machine's
+slow phases fall on each alike.
+
+Per profile and configuration it prints the standard deviation of the pairs' log ratio B/A
+(mean TPOT and total token throughput; 0.05 is a 5 % spread), the median seconds of one run
+and the median throughput, and what the sequential rule (``gate.paired``, the default rule:
+5 % tolerance, 20 pairs, alpha 0.10) would do at that spread, by simulation: the share of
+10 % slowdowns it catches (acceptance asks 19 in 20), taking the noisier of the two metrics.
+
+    python tests/bench/pair_spread.py --profiles long,short --rounds 8 \\
+        --config default --config oneproc=VLLM_ENABLE_V1_MULTIPROCESSING=0 [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from pytest_llmperf.config import Settings
+from pytest_llmperf.engines.session import EngineSession, Target
+from pytest_llmperf.gate.paired import SequentialPlan, simulate
+from pytest_llmperf.measure.profiles import builtin_profiles
+from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
+
+SPREAD_METRICS = ("mean_tpot_ms", "total_token_throughput")
+DEFAULT_RULE = SequentialPlan(budget=20, alpha=0.10)
+DEFAULT_TOLERANCE_PCT = 5.0
+SIMULATED_EXPERIMENTS = 1000
+
+
+@dataclass
+class Cell:
+    """One profile on one configuration: the pairs' log ratios and the runs' figures."""
+
+    logs: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in SPREAD_METRICS})
+    seconds: list[float] = field(default_factory=list)
+    throughputs: list[float] = field(default_factory=list)
+
+    def spread(self, metric: str) -> float | None:
+        values = self.logs[metric]
+        return statistics.stdev(values) if len(values) >= 3 else None
+
+    def summary(self) -> dict[str, Any]:
+        spreads = {m: self.spread(m) for m in SPREAD_METRICS}
+        known = [s for s in spreads.values() if s is not None]
+        return {
+            "pairs": len(self.logs[SPREAD_METRICS[0]]),
+            "tpot_log_sd": _rounded(spreads["mean_tpot_ms"]),
+            "throughput_log_sd": _rounded(spreads["total_token_throughput"]),
+            "seconds_per_run": _rounded(_median(self.seconds), 1),
+            "throughput": _rounded(_median(self.throughputs), 0),
+            "catches_10pct": _rounded(catch_share(max(known)), 2) if known else None,
+        }
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def catch_share(sd: float) -> float:
+    """The share of 10 % slowdowns the default rule ends `regressed` at this pair spread."""
+    shares = simulate(
+        math.log1p(0.10), sd, DEFAULT_TOLERANCE_PCT, DEFAULT_RULE, SIMULATED_EXPERIMENTS, 0
+    )
+    return shares["regressed"]
+
+
+def parse_config(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``name`` or ``name=KEY=VALUE,KEY=VALUE``: a name and the servers' extra environment."""
+    name, _, rest = text.partition("=")
+    env = []
+    for item in filter(None, rest.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--config {text!r}: write name=KEY=VALUE[,KEY=VALUE]")
+        env.append((key, value))
+    if not name:
+        raise SystemExit(f"--config {text!r}: the configuration needs a name")
+    return name, tuple(env)
+
+
+def measure_pairs(
+    a: Target, b: Target, profile: Any, workloads: Workloads, settings: Settings, cell: Cell
+) -> None:
+    """One A,B,B,A block: two pairs into ``cell``."""
+    runs: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    for who in ("A", "B", "B", "A"):
+        started = time.monotonic()
+        result = measure(a if who == "A" else b, profile, workloads, settings, headers={})
+        cell.seconds.append(time.monotonic() - started)
+        cell.throughputs.append(float(result.metrics["total_token_throughput"]))
+        runs[who].append(result.metrics)
+    for first, second in zip(runs["A"], runs["B"], strict=True):
+        for metric in SPREAD_METRICS:
+            cell.logs[metric].append(math.log(float(second[metric]) / float(first[metric])))
+
+
+def print_table(cells: dict[tuple[str, str], Cell]) -> None:
+    print(
+        f"{'profile':<13}{'config':<12}{'pairs':>6}{'TPOT sd':>9}{'thr. sd':>9}"
+        f"{'s/run':>7}{'tok/s':>9}{'10 % caught':>13}"
+    )
+    for (profile, config), cell in cells.items():
+        row = cell.summary()
+        print(
+            f"{profile:<13}{config:<12}{row['pairs']:>6}{row['tpot_log_sd'] or '-':>9}"
+            f"{row['throughput_log_sd'] or '-':>9}{row['seconds_per_run'] or '-':>7}"
+            f"{row['throughput'] or '-':>9}{row['catches_10pct'] or '-':>13}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", default="long")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--warmups", type=int, default=8)
+    parser.add_argument(
+        "--config", action="append", default=None, help="name[=KEY=VALUE,...] (repeatable)"
+    )
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    configs = dict(parse_config(c) for c in args.config or ["default"])
+    profiles = args.profiles.split(",")
+    work = Path(tempfile.mkdtemp(prefix="llmperf-pair-spread-"))
+    sessions: list[EngineSession] = []
+    servers: dict[str, tuple[Settings, Target, Target]] = {}
+    cells = {(p, c): Cell() for p in profiles for c in configs}
+    started = time.monotonic()
+    try:
+        for name, env in configs.items():
+            settings = Settings(engines=("vllm",), warmups=args.warmups, engine_env=env)
+            pair = [
+                EngineSession(settings, "vllm", work / f"{name}-{side}", variant=f"{name}-{side}")
+                for side in ("a", "b")
+            ]
+            sessions.extend(pair)
+            servers[name] = (settings, pair[0].start(), pair[1].start())
+        print(f"servers up after {time.monotonic() - started:.0f} s", flush=True)
+        plain = Settings(engines=("vllm",), warmups=args.warmups)
+        workloads = Workloads(plain, work / "data")
+        for round_index in range(args.rounds):
+            names = list(configs) if round_index % 2 == 0 else list(configs)[::-1]
+            for profile_name in profiles:
+                profile = scaled_profile(builtin_profiles()[profile_name], plain, embedded=True)
+                for name in names:
+                    settings, a, b = servers[name]
+                    measure_pairs(a, b, profile, workloads, settings, cells[profile_name, name])
+            print(f"round {round_index} done, load {os.getloadavg()[0]:.1f}", flush=True)
+            if args.json:  # after every round: a stopped run keeps what it measured
+                rows = {
+                    f"{p} {c}": cell.summary() | {"logs": cell.logs}
+                    for (p, c), cell in cells.items()
+                }
+                args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    finally:
+        for session in sessions:
+            session.stop()
+    print_table(cells)
+    print(f"total {(time.monotonic() - started) / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
