@@ -12,10 +12,13 @@ Per profile and configuration it prints the standard deviation of the pairs' log
 (mean TPOT and total token throughput; 0.05 is a 5 % spread), the median seconds of one run
 and the median throughput, and what the sequential rule (``gate.paired``, the default rule:
 5 % tolerance, 20 pairs, alpha 0.10) would do at that spread, by simulation: the share of
-10 % slowdowns it catches (acceptance asks 19 in 20), taking the noisier of the two metrics.
+10 % slowdowns it catches (acceptance asks 19 in 20). Any metric's regression ends an
+experiment, so the steadier metric's share is a floor; two metrics that move together add
+little to it.
 
     python tests/bench/pair_spread.py --profiles long,short --rounds 8 \\
         --config default --config oneproc=VLLM_ENABLE_V1_MULTIPROCESSING=0 [--json out.json]
+    python tests/bench/pair_spread.py --from-json out.json     # the table of a saved run
 """
 
 from __future__ import annotations
@@ -67,8 +70,29 @@ class Cell:
             "throughput_log_sd": _rounded(spreads["total_token_throughput"]),
             "seconds_per_run": _rounded(_median(self.seconds), 1),
             "throughput": _rounded(_median(self.throughputs), 0),
-            "catches_10pct": _rounded(catch_share(max(known)), 2) if known else None,
+            "catches_10pct": _rounded(catch_share(min(known)), 2) if known else None,
         }
+
+    def saved(self) -> dict[str, Any]:
+        return self.summary() | {
+            "logs": self.logs,
+            "seconds": self.seconds,
+            "throughputs": self.throughputs,
+        }
+
+    @classmethod
+    def from_saved(cls, data: dict[str, Any]) -> Cell:
+        """A saved cell; one saved before the runs' own figures were kept has their medians."""
+        medians = {"seconds": "seconds_per_run", "throughputs": "throughput"}
+        runs = {
+            kept: data.get(kept, [data[median]] if data.get(median) is not None else [])
+            for kept, median in medians.items()
+        }
+        return cls(
+            logs={m: list(data["logs"][m]) for m in SPREAD_METRICS},
+            seconds=list(runs["seconds"]),
+            throughputs=list(runs["throughputs"]),
+        )
 
 
 def _median(values: list[float]) -> float | None:
@@ -117,6 +141,10 @@ def measure_pairs(
             cell.logs[metric].append(math.log(float(second[metric]) / float(first[metric])))
 
 
+def _figure(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def print_table(cells: dict[tuple[str, str], Cell]) -> None:
     print(
         f"{'profile':<13}{'config':<12}{'pairs':>6}{'TPOT sd':>9}{'thr. sd':>9}"
@@ -127,7 +155,7 @@ def print_table(cells: dict[tuple[str, str], Cell]) -> None:
         print(
             f"{profile:<13}{config:<12}{row['pairs']:>6}{row['tpot_log_sd'] or '-':>9}"
             f"{row['throughput_log_sd'] or '-':>9}{row['seconds_per_run'] or '-':>7}"
-            f"{row['throughput'] or '-':>9}{row['catches_10pct'] or '-':>13}"
+            f"{_figure(row['throughput'], '.0f'):>9}{_figure(row['catches_10pct'], '.2f'):>13}"
         )
 
 
@@ -140,7 +168,16 @@ def main() -> None:
         "--config", action="append", default=None, help="name[=KEY=VALUE,...] (repeatable)"
     )
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--from-json", type=Path, default=None, help="print a saved run's table")
     args = parser.parse_args()
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        loaded: dict[tuple[str, str], Cell] = {}
+        for key, data in saved.items():
+            profile, _, config = key.partition(" ")
+            loaded[profile, config] = Cell.from_saved(data)
+        print_table(loaded)
+        return
     configs = dict(parse_config(c) for c in args.config or ["default"])
     profiles = args.profiles.split(",")
     work = Path(tempfile.mkdtemp(prefix="llmperf-pair-spread-"))
@@ -169,10 +206,7 @@ def main() -> None:
                     measure_pairs(a, b, profile, workloads, settings, cells[profile_name, name])
             print(f"round {round_index} done, load {os.getloadavg()[0]:.1f}", flush=True)
             if args.json:  # after every round: a stopped run keeps what it measured
-                rows = {
-                    f"{p} {c}": cell.summary() | {"logs": cell.logs}
-                    for (p, c), cell in cells.items()
-                }
+                rows = {f"{p} {c}": cell.saved() for (p, c), cell in cells.items()}
                 args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     finally:
         for session in sessions:
