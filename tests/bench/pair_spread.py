@@ -12,9 +12,7 @@ Per profile and configuration it prints the standard deviation of the pairs' log
 (mean TPOT and total token throughput; 0.05 is a 5 % spread), the median seconds of one run
 and the median throughput, and what the sequential rule (``gate.paired``, the default rule:
 5 % tolerance, 20 pairs, alpha 0.10) would do at that spread, by simulation: the share of
-10 % slowdowns it catches (acceptance asks 19 in 20). Any metric's regression ends an
-experiment, so the steadier metric's share is a floor; two metrics that move together add
-little to it.
+10 % slowdowns it catches (acceptance asks 19 in 20).
 
     python tests/bench/pair_spread.py --profiles long,short --rounds 8 \\
         --config default --config oneproc=VLLM_ENABLE_V1_MULTIPROCESSING=0 [--json out.json]
@@ -37,15 +35,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.config import Settings
 from pytest_llmperf.engines.session import EngineSession, Target
+from pytest_llmperf.gate.ab import AB_TOLERANCES
 from pytest_llmperf.gate.paired import SequentialPlan, simulate
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
 
-SPREAD_METRICS = ("mean_tpot_ms", "total_token_throughput")
-DEFAULT_RULE = SequentialPlan(budget=20, alpha=0.10)
-DEFAULT_TOLERANCE_PCT = 5.0
+SPREAD_METRICS = tuple(AB_TOLERANCES)  # the metrics the default A/B rule gates
 SIMULATED_EXPERIMENTS = 1000
 
 
@@ -62,16 +60,24 @@ class Cell:
         return statistics.stdev(values) if len(values) >= 3 else None
 
     def summary(self) -> dict[str, Any]:
-        spreads = {m: self.spread(m) for m in SPREAD_METRICS}
-        known = [s for s in spreads.values() if s is not None]
         return {
             "pairs": len(self.logs[SPREAD_METRICS[0]]),
-            "tpot_log_sd": _rounded(spreads["mean_tpot_ms"]),
-            "throughput_log_sd": _rounded(spreads["total_token_throughput"]),
+            "tpot_log_sd": _rounded(self.spread("mean_tpot_ms")),
+            "throughput_log_sd": _rounded(self.spread("total_token_throughput")),
             "seconds_per_run": _rounded(_median(self.seconds), 1),
             "throughput": _rounded(_median(self.throughputs), 0),
-            "catches_10pct": _rounded(catch_share(min(known)), 2) if known else None,
         }
+
+    def catches_10pct(self) -> float | None:
+        """The share of 10 % slowdowns the default rule would catch at these spreads: any
+        metric's regression ends an experiment, so the best single metric's share is a
+        floor. A simulation, so the table computes it once, not every saved round."""
+        shares = [
+            catch_share(sd, AB_TOLERANCES[metric])
+            for metric in SPREAD_METRICS
+            if (sd := self.spread(metric)) is not None
+        ]
+        return max(shares) if shares else None
 
     def saved(self) -> dict[str, Any]:
         return self.summary() | {
@@ -82,16 +88,10 @@ class Cell:
 
     @classmethod
     def from_saved(cls, data: dict[str, Any]) -> Cell:
-        """A saved cell; one saved before the runs' own figures were kept has their medians."""
-        medians = {"seconds": "seconds_per_run", "throughputs": "throughput"}
-        runs = {
-            kept: data.get(kept, [data[median]] if data.get(median) is not None else [])
-            for kept, median in medians.items()
-        }
         return cls(
             logs={m: list(data["logs"][m]) for m in SPREAD_METRICS},
-            seconds=list(runs["seconds"]),
-            throughputs=list(runs["throughputs"]),
+            seconds=list(data["seconds"]),
+            throughputs=list(data["throughputs"]),
         )
 
 
@@ -103,10 +103,11 @@ def _rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def catch_share(sd: float) -> float:
-    """The share of 10 % slowdowns the default rule ends `regressed` at this pair spread."""
+def catch_share(sd: float, tolerance_pct: float) -> float:
+    """The share of 10 % slowdowns the default rule (SequentialPlan's defaults: 20 pairs,
+    alpha 0.10) ends `regressed` at this pair spread of one metric."""
     shares = simulate(
-        math.log1p(0.10), sd, DEFAULT_TOLERANCE_PCT, DEFAULT_RULE, SIMULATED_EXPERIMENTS, 0
+        math.log1p(0.10), sd, tolerance_pct, SequentialPlan(), SIMULATED_EXPERIMENTS, 0
     )
     return shares["regressed"]
 
@@ -153,9 +154,10 @@ def print_table(cells: dict[tuple[str, str], Cell]) -> None:
     for (profile, config), cell in cells.items():
         row = cell.summary()
         print(
-            f"{profile:<13}{config:<12}{row['pairs']:>6}{row['tpot_log_sd'] or '-':>9}"
-            f"{row['throughput_log_sd'] or '-':>9}{row['seconds_per_run'] or '-':>7}"
-            f"{_figure(row['throughput'], '.0f'):>9}{_figure(row['catches_10pct'], '.2f'):>13}"
+            f"{profile:<13}{config:<12}{row['pairs']:>6}{_figure(row['tpot_log_sd'], '.3f'):>9}"
+            f"{_figure(row['throughput_log_sd'], '.3f'):>9}"
+            f"{_figure(row['seconds_per_run'], '.1f'):>7}{_figure(row['throughput'], '.0f'):>9}"
+            f"{_figure(cell.catches_10pct(), '.2f'):>13}"
         )
 
 
@@ -207,7 +209,7 @@ def main() -> None:
             print(f"round {round_index} done, load {os.getloadavg()[0]:.1f}", flush=True)
             if args.json:  # after every round: a stopped run keeps what it measured
                 rows = {f"{p} {c}": cell.saved() for (p, c), cell in cells.items()}
-                args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+                write_atomically(args.json, json.dumps(rows, indent=1))
     finally:
         for session in sessions:
             session.stop()
