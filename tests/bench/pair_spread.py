@@ -17,6 +17,11 @@ and the median throughput, and what the sequential rule (``gate.paired``, the de
     python tests/bench/pair_spread.py --profiles long,short --rounds 8 \\
         --config default --config oneproc=VLLM_ENABLE_V1_MULTIPROCESSING=0 [--json out.json]
     python tests/bench/pair_spread.py --from-json out.json     # the table of a saved run
+
+``--shape name=hidden_size=512,num_hidden_layers=4`` serves that configuration a larger model
+than the embedded one, made by the same recipe (same tokenizer, so the same prompts) with
+those shape keys changed, and started with the embedded model's engine arguments and
+environment: does a model whose steps outweigh the API server's work give steadier pairs?
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.config import Settings
-from pytest_llmperf.engines.session import EngineSession, Target
+from pytest_llmperf.engines.embedded import embedded_engine_args
+from pytest_llmperf.engines.session import EMBEDDED_ENV, EngineSession, Target
+from pytest_llmperf.engines.tinymodel import SHAPE, generate
 from pytest_llmperf.gate.ab import AB_TOLERANCES
 from pytest_llmperf.gate.paired import SequentialPlan, simulate
 from pytest_llmperf.measure.profiles import builtin_profiles
@@ -126,6 +133,45 @@ def parse_config(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return name, tuple(env)
 
 
+def parse_shape(text: str) -> tuple[str, dict[str, int]]:
+    """``name=KEY=N,KEY=N``: a configuration's model shape (keys of the tiny model's SHAPE)."""
+    name, _, rest = text.partition("=")
+    shape: dict[str, int] = {}
+    for item in filter(None, rest.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or key not in SHAPE or not value.isdigit():
+            raise SystemExit(
+                f"--shape {text!r}: write name=KEY=N[,KEY=N] with KEY one of {', '.join(SHAPE)}"
+            )
+        shape[key] = int(value)
+    if not name or not shape:
+        raise SystemExit(f"--shape {text!r}: name a configuration and at least one shape key")
+    return name, shape
+
+
+def server_settings(
+    env: tuple[tuple[str, str], ...],
+    shape: dict[str, int] | None,
+    work: Path,
+    name: str,
+    warmups: int,
+) -> Settings:
+    """A configuration's settings: the embedded model, or one of ``shape`` made in ``work``
+    and started exactly as the embedded one is (its arguments, its environment)."""
+    if shape is None:
+        return Settings(engines=("vllm",), warmups=warmups, engine_env=env)
+    model_dir = work / f"model-{name}"
+    model_dir.mkdir(parents=True)
+    generate(model_dir, shape)
+    return Settings(
+        engines=("vllm",),
+        warmups=warmups,
+        model=str(model_dir),
+        engine_args=embedded_engine_args("vllm"),
+        engine_env=(*EMBEDDED_ENV.items(), *env),
+    )
+
+
 def measure_pairs(
     a: Target, b: Target, profile: Any, workloads: Workloads, settings: Settings, cell: Cell
 ) -> None:
@@ -169,6 +215,9 @@ def main() -> None:
     parser.add_argument(
         "--config", action="append", default=None, help="name[=KEY=VALUE,...] (repeatable)"
     )
+    parser.add_argument(
+        "--shape", action="append", default=[], help="name=KEY=N,... a config's model shape"
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--from-json", type=Path, default=None, help="print a saved run's table")
     args = parser.parse_args()
@@ -181,6 +230,9 @@ def main() -> None:
         print_table(loaded)
         return
     configs = dict(parse_config(c) for c in args.config or ["default"])
+    shapes = dict(parse_shape(s) for s in args.shape)
+    if unknown := set(shapes) - set(configs):
+        raise SystemExit(f"--shape names no --config: {', '.join(sorted(unknown))}")
     profiles = args.profiles.split(",")
     work = Path(tempfile.mkdtemp(prefix="llmperf-pair-spread-"))
     sessions: list[EngineSession] = []
@@ -189,7 +241,7 @@ def main() -> None:
     started = time.monotonic()
     try:
         for name, env in configs.items():
-            settings = Settings(engines=("vllm",), warmups=args.warmups, engine_env=env)
+            settings = server_settings(env, shapes.get(name), work, name, args.warmups)
             pair = [
                 EngineSession(settings, "vllm", work / f"{name}-{side}", variant=f"{name}-{side}")
                 for side in ("a", "b")

@@ -143,23 +143,23 @@ def _train_tokenizer(out_dir: Path) -> int:
     return size
 
 
-def _weights(vocab: int) -> dict[str, Any]:
+def _weights(vocab: int, shape: dict[str, int]) -> dict[str, Any]:
     import numpy as np
 
     rng = np.random.default_rng(SEED)
-    hidden, inter = SHAPE["hidden_size"], SHAPE["intermediate_size"]
-    head_dim = SHAPE["head_dim"]
-    q_out = SHAPE["num_attention_heads"] * head_dim
-    kv_out = SHAPE["num_key_value_heads"] * head_dim
+    hidden, inter = shape["hidden_size"], shape["intermediate_size"]
+    head_dim = shape["head_dim"]
+    q_out = shape["num_attention_heads"] * head_dim
+    kv_out = shape["num_key_value_heads"] * head_dim
 
-    def normal(*shape: int) -> Any:
-        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+    def normal(*dims: int) -> Any:
+        return (rng.standard_normal(dims) * 0.02).astype(np.float32)
 
     def ones(size: int) -> Any:
         return np.ones(size, dtype=np.float32)
 
     tensors: dict[str, Any] = {"model.embed_tokens.weight": normal(vocab, hidden)}
-    for layer in range(SHAPE["num_hidden_layers"]):
+    for layer in range(shape["num_hidden_layers"]):
         prefix = f"model.layers.{layer}"
         tensors.update(
             {
@@ -180,10 +180,16 @@ def _weights(vocab: int) -> dict[str, Any]:
     return tensors
 
 
-def generate(out_dir: Path) -> None:
+def generate(out_dir: Path, shape: dict[str, int] | None = None) -> None:
     """Write every model file into ``out_dir`` (which must exist). Needs numpy, tokenizers,
-    safetensors: all three come with the ``engine`` extra."""
+    safetensors: all three come with the ``engine`` extra.
+
+    ``shape`` overrides keys of SHAPE for a model of another size with the same tokenizer
+    (benchmarks compare how steady runs are on a larger model); such a model is never the
+    embedded one, whose files the digests above fix."""
     from safetensors.numpy import save_file
+
+    shape = {**SHAPE, **(shape or {})}
 
     vocab = _train_tokenizer(out_dir)
     special_ids = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
@@ -193,7 +199,7 @@ def generate(out_dir: Path) -> None:
             "architectures": ["Qwen3ForCausalLM"],
             "model_type": "qwen3",
             "vocab_size": vocab,
-            **SHAPE,
+            **shape,
             "hidden_act": "silu",
             "max_position_embeddings": MAX_POSITIONS,
             "rms_norm_eps": 1e-6,
@@ -205,7 +211,7 @@ def generate(out_dir: Path) -> None:
             "use_cache": True,
             "use_sliding_window": False,
             "sliding_window": None,
-            "max_window_layers": SHAPE["num_hidden_layers"],
+            "max_window_layers": shape["num_hidden_layers"],
             "bos_token_id": special_ids["<|endoftext|>"],
             "eos_token_id": special_ids["<|im_end|>"],
         },
@@ -215,7 +221,7 @@ def generate(out_dir: Path) -> None:
         {"eos_token_id": special_ids["<|im_end|>"], "pad_token_id": special_ids["<|endoftext|>"]},
     )
     # Fixed metadata, so no timestamp or library version ends up in the bytes.
-    save_file(_weights(vocab), str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    save_file(_weights(vocab, shape), str(out_dir / "model.safetensors"), metadata={"format": "pt"})
 
 
 def files_digest(model_dir: Path) -> str:
