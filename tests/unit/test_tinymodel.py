@@ -106,3 +106,32 @@ def test_a_poisoned_cache_is_never_served(tmp_path: Path) -> None:
     assert mismatched_files(folder) == []
     assert sorted(FILE_DIGESTS) == sorted(p.name for p in folder.iterdir())
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".stale")] == []
+
+
+def test_a_larger_shape_keeps_the_tokenizer_and_changes_only_the_model(tmp_path: Path) -> None:
+    # pair_spread.py --shape: a larger model of the same recipe, for measuring whether runs get
+    # steadier; the prompts must stay the same (same tokenizer) and the shape must be honoured.
+    from safetensors import safe_open
+
+    from pytest_llmperf.engines.tinymodel import (
+        SHAPE,
+        ensure_tiny_model,
+        generate,
+        mismatched_files,
+    )
+
+    embedded = ensure_tiny_model(tmp_path / "cache")
+    larger = tmp_path / "larger"
+    larger.mkdir()
+    generate(larger, {"hidden_size": 256, "num_hidden_layers": 3})
+
+    config = json.loads((larger / "config.json").read_text())
+    assert config["hidden_size"] == 256
+    assert config["num_hidden_layers"] == config["max_window_layers"] == 3
+    assert config["intermediate_size"] == SHAPE["intermediate_size"]  # keys not named stay
+    assert (larger / "tokenizer.json").read_bytes() == (embedded / "tokenizer.json").read_bytes()
+    with safe_open(str(larger / "model.safetensors"), "np") as weights:
+        assert weights.get_tensor("model.embed_tokens.weight").shape[1] == 256
+        assert "model.layers.2.mlp.up_proj.weight" in weights.keys()
+        assert "model.layers.3.mlp.up_proj.weight" not in weights.keys()
+    assert mismatched_files(larger) == ["config.json", "model.safetensors"]  # never "embedded"
