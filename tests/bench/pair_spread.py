@@ -249,8 +249,10 @@ def main() -> None:
             ]
             sessions.extend(pair)
             a, b = pair[0].start(), pair[1].start()
-            if name in shapes:  # same tokenizer and prompts as the embedded model, and its
-                # synthetic ShareGPT file: measured as the embedded model is
+            # A shaped model is served by path (settings.model), so its targets are not
+            # marked embedded; mark them, so its runs use the embedded scale's synthetic
+            # ShareGPT file as the default's runs do (same tokenizer, same prompts).
+            if name in shapes:
                 a, b = (dataclasses.replace(t, embedded=True) for t in (a, b))
             servers[name] = (settings, a, b)
         print(f"servers up after {time.monotonic() - started:.0f} s", flush=True)
