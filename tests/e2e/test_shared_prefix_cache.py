@@ -1,6 +1,8 @@
 """Shared prefixes and conversations on real vLLM: the engine's own counters see the prefix
-cache work, later turns start sooner with it, and the gate fails a run with the cache turned
-off against a baseline recorded with it on.
+cache work, and the gate fails a run with the cache turned off against a baseline recorded
+with it on. Whether later turns start sooner with the cache is printed, not asserted: on the
+embedded model a 3,000-token prefill costs a few milliseconds, less than the run-to-run spread
+of two sessions (CI saw turn 3 at 119.6 ms without the cache and 123.4 ms with it).
 
 Two sessions of the plugin, each starting the embedded model on vLLM's CPU build and running
 a shared-prefix and a multi-turn profile:
@@ -104,5 +106,11 @@ def test_hit_rate_seen_and_gated(pytester: pytest.Pytester, tmp_path: Path) -> N
         rows = {row["metric"]: row for row in record["comparisons"]}
         assert rows["engine_prefix_cache_hit_rate"]["status"] == "regressed"
     # The last turn's prompt is three user turns and two answers: with the cache only its
-    # last 1024 tokens are computed, without it all of them.
-    assert off["chat"]["metrics"]["turn3_mean_ttft_ms"] > chat["turn3_mean_ttft_ms"]
+    # last 1024 tokens are computed, without it all of them. On the embedded model that
+    # difference is below the spread between two sessions, so it is a figure to read.
+    uncached = off["chat"]["metrics"]
+    for turn in (1, 2, 3):
+        key = f"turn{turn}_mean_ttft_ms"
+        assert key in chat, f"{key} missing from the cached chat record"
+        assert key in uncached, f"{key} missing from the uncached chat record"
+        print(f"turn {turn} mean TTFT: {chat[key]:.1f} ms cached, {uncached[key]:.1f} ms not")
