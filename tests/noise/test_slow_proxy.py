@@ -24,17 +24,37 @@ def measure(url: str) -> dict[str, float]:
     return compute_metrics(result.records, result.duration)
 
 
+def _ratios(slow: dict[str, float], plain: dict[str, float]) -> dict[str, float]:
+    # Medians for the first token: one request of eight held up by the machine moves a mean of
+    # eight 40 ms waits further than the tolerance; the proxy's effect is on every request.
+    keys = ("mean_itl_ms", "mean_tpot_ms", "median_ttft_ms")
+    return {key: slow[key] / plain[key] for key in keys}
+
+
+def _within(ratios: dict[str, float], factor: float) -> bool:
+    bounds = {"mean_itl_ms": 0.2, "mean_tpot_ms": 0.2, "median_ttft_ms": 0.25}
+    return all(abs(ratios[key] - factor) <= bounds[key] * factor for key in bounds)
+
+
 def test_factor_stretches_ttft_and_every_gap(proxy: SlowProxyProcess) -> None:
-    proxy.set_factor(1.0)
-    plain = measure(proxy.base_url)
-    proxy.set_factor(2.0)
-    slow = measure(proxy.base_url)
-    proxy.set_factor(1.0)
-    assert slow["mean_itl_ms"] / plain["mean_itl_ms"] == pytest.approx(2.0, rel=0.2)
-    assert slow["mean_tpot_ms"] / plain["mean_tpot_ms"] == pytest.approx(2.0, rel=0.2)
-    assert slow["mean_ttft_ms"] / plain["mean_ttft_ms"] == pytest.approx(2.0, rel=0.25)
-    # The answers themselves are untouched: same tokens, same number of chunks.
-    assert slow["total_output_tokens"] == plain["total_output_tokens"]
+    # Three processes share the machine's two cores with whatever else runs: a batch of 40 ms
+    # waits can be held up as a whole (CI once saw 2x read as 1.3x on the first batch). So up
+    # to three attempts, each warming up first; a proxy that does not slow fails all three.
+    attempts: list[dict[str, float]] = []
+    for _ in range(3):
+        proxy.set_factor(1.0)
+        measure(proxy.base_url)  # warm-up: connections, both event loops
+        plain = measure(proxy.base_url)
+        proxy.set_factor(2.0)
+        slow = measure(proxy.base_url)
+        proxy.set_factor(1.0)
+        # The answers themselves are untouched: same tokens, same number of chunks.
+        assert slow["total_output_tokens"] == plain["total_output_tokens"]
+        attempts.append(_ratios(slow, plain))
+        if _within(attempts[-1], 2.0):
+            break
+    print("slow/plain per attempt:", attempts)
+    assert _within(attempts[-1], 2.0), f"factor 2 gave these ratios in 3 attempts: {attempts}"
 
 
 def test_factor_one_passes_the_stream_through(proxy: SlowProxyProcess) -> None:
@@ -49,11 +69,16 @@ def test_factor_one_passes_the_stream_through(proxy: SlowProxyProcess) -> None:
 
 
 def test_only_the_next_requests_can_be_slowed(proxy: SlowProxyProcess) -> None:
-    proxy.reset()
-    proxy.set_factor(3.0, requests=len(REQUESTS), then=1.0)
-    slow = measure(proxy.base_url)
-    plain = measure(proxy.base_url)
-    assert slow["mean_tpot_ms"] / plain["mean_tpot_ms"] == pytest.approx(3.0, rel=0.25)
+    ratios = []
+    for _ in range(3):  # attempts, as above: the count is exact, the timing can be held up
+        proxy.reset()
+        proxy.set_factor(3.0, requests=len(REQUESTS), then=1.0)
+        slow = measure(proxy.base_url)
+        plain = measure(proxy.base_url)
+        ratios.append(slow["mean_tpot_ms"] / plain["mean_tpot_ms"])
+        if ratios[-1] == pytest.approx(3.0, rel=0.25):
+            break
+    assert ratios[-1] == pytest.approx(3.0, rel=0.25), f"3 attempts: {ratios}"
     stats = proxy.stats()
     assert (stats["requests"], stats["left"], stats["factor"], stats["then"]) == (16, 0, 3.0, 1.0)
     proxy.set_factor(1.0)
