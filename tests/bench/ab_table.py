@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.config import Settings
 from pytest_llmperf.engines.session import EngineSession
 from pytest_llmperf.gate.ab import ABRequest, run_ab
@@ -227,7 +228,7 @@ def _write(
 ) -> None:
     rows = [_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns]
     runs = {f"{k[0]} {k[1]}": v for k, v in results.items()}
-    path.write_text(json.dumps({"rows": rows, "runs": runs}, indent=1), encoding="utf-8")
+    write_atomically(path, json.dumps({"rows": rows, "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":
