@@ -28,8 +28,14 @@ pytestmark = pytest.mark.slow
 MODEL = CapacityModel(slots=4, prefill_ms=50.0, token_ms=10.0)
 TOKENS = 10
 SEED = 7
-# An SLO 70 ms above the bare prefill: a queue of half a service time breaks it.
+# An SLO 70 ms above the bare prefill: a queue of half a service time breaks it. Closed
+# loops land on 50 ms (no queue) or 190 ms (a queue), far either side of it.
 SLO_MS = 120.0
+# The rate sweep's SLO sits where p99 TTFT climbs steeply with the rate (94 % of the slots'
+# throughput bound): a 5 % error in the rate moves the model's p99 by about 40 ms, far more
+# than the measured p99 exceeds the model (1-6 ms on two busy cores). At 120 ms the curve
+# is so flat that 5 % is under 4 ms of p99, and one late wake-up in CI failed the test.
+RATE_SLO_MS = 200.0
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +61,15 @@ def measure_at(server: CapacityServer, n: int, **load: float | int) -> dict[str,
     return compute_metrics(result.records, result.duration)
 
 
+def model_p99_ttft_ms(n: int, rate: float) -> float:
+    return MODEL.p99_ttft_ms(arrival_offsets(n, rate, 1.0, SEED), TOKENS)
+
+
 def true_rate_capacity(n: int) -> float:
     """The highest rate whose own schedule (same seed) keeps the model's p99 TTFT in the SLO."""
 
     def meets(rate: float) -> bool:
-        return MODEL.p99_ttft_ms(arrival_offsets(n, rate, 1.0, SEED), TOKENS) <= SLO_MS
+        return model_p99_ttft_ms(n, rate) <= RATE_SLO_MS
 
     low, high = 1.0, 200.0
     assert meets(low)
@@ -74,19 +84,28 @@ def test_rate_sweep_finds_the_true_capacity(server: CapacityServer) -> None:
     n = 80
     truth = true_rate_capacity(n)
     assert truth < MODEL.slots / MODEL.service_s(TOKENS)  # below the slots' throughput bound
-    spec = SweepSpec("request_rate", start=12.0, factor=2.0, max_steps=9, resolution=0.02)
+    spec = SweepSpec("request_rate", start=16.0, factor=2.0, max_steps=9, resolution=0.02)
     result = run_sweep(
         spec,
-        [Slo("p99_ttft_ms", SLO_MS)],
+        [Slo("p99_ttft_ms", RATE_SLO_MS)],
         lambda rate: measure_at(server, n, request_rate=rate),
     )
+    # Each step's measured p99 beside the model's, so a failure shows whether jitter did it.
+    measured_vs_model = [
+        (
+            round(s.load, 2),
+            round(float(s.metrics["p99_ttft_ms"]), 1),
+            round(model_p99_ttft_ms(n, s.load), 1),
+        )
+        for s in result.steps
+    ]
     capacity = result.capacity
     assert len(result.steps) <= 9
     assert capacity.value is not None
     assert capacity.bounded, f"no bracket: {[s.load for s in result.steps]}"
     assert capacity.value == pytest.approx(truth, rel=0.05), (
         f"found {capacity.value:.2f} req/s in [{capacity.lower}, {capacity.upper}], "
-        f"model says {truth:.2f}; steps {[round(s.load, 2) for s in result.steps]}"
+        f"model says {truth:.2f}; (rate, measured p99, model p99): {measured_vs_model}"
     )
 
 
