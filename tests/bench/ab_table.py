@@ -19,6 +19,11 @@ of mean TPOT: the calibration (what the nominal CPU slowdown did to this workloa
 
     python tests/bench/ab_table.py [--profiles short,medium] [--experiments 20]
                                    [--slowdowns 0,5,10,20] [--budget 20] [--json out.json]
+    python tests/bench/ab_table.py --from-json first.json second.json   # saved runs, pooled
+
+``--from-json`` prints the table of saved runs; given several files (say a table stopped for
+time and its continuation, on the same machine class and with the same budget), it pools
+their experiments cell by cell.
 """
 
 from __future__ import annotations
@@ -131,7 +136,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--mechanism", choices=("step", "stop"), default="step")
+    parser.add_argument(
+        "--from-json", type=Path, nargs="+", default=None, help="print saved runs' table, pooled"
+    )
     args = parser.parse_args()
+    if args.from_json:
+        print_table(pooled_rows(args.from_json))
+        return
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     profiles = args.profiles.split(",")
     work = Path(tempfile.mkdtemp(prefix="llmperf-ab-table-"))
@@ -203,21 +214,42 @@ def main() -> None:
         control.write_text("0", encoding="utf-8")
         candidate.stop()
         reference.stop()
-    rows = [_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns]
+    print_table([_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns])
+    print(f"total {(time.monotonic() - started) / 60:.1f} min")
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
     header = (
         "profile    slowdown  n   regressed  same  inconcl.  other  pairs  min   "
-        "B/A TPOT  B/A thr.  added"
+        "B/A TPOT  B/A thr.  added  spread"
     )
     print(header)
     for row in rows:
+        added = "-" if row["added_pct"] is None else f"{row['added_pct']:.2f}"
+        spread = "-" if row["tpot_log_sd"] is None else f"{row['tpot_log_sd']:.3f}"
         print(
             f"{row['profile']:<10} {row['slowdown_pct']:>6g} %  {row['experiments']:<3} "
             f"{row['regressed']:<10} {row['same']:<5} {row['inconclusive']:<9} "
             f"{row['other']:<6} {row['median_pairs'] or '-':<6} "
             f"{(row['median_minutes'] or 0):<5.1f} {(row['tpot_ratio'] or 0):<9.3f} "
-            f"{(row['throughput_ratio'] or 0):<9.3f} {row['added_pct'] or '-'}"
+            f"{(row['throughput_ratio'] or 0):<9.3f} {added:<6} {spread}"
         )
-    print(f"total {(time.monotonic() - started) / 60:.1f} min")
+
+
+def pooled_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    """One row per (profile, slowdown) over every experiment saved in ``paths``."""
+    pooled: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for path in paths:
+        try:
+            runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+        except (OSError, ValueError, KeyError) as error:
+            raise SystemExit(f"{path}: not a table saved by --json ({error})") from None
+        for key, records in runs.items():
+            profile, _, slowdown = key.rpartition(" ")
+            pooled.setdefault((profile, float(slowdown)), []).extend(records)
+    return [
+        _row(profile, slowdown, pooled[profile, slowdown]) for profile, slowdown in sorted(pooled)
+    ]
 
 
 def _write(
