@@ -49,6 +49,7 @@ from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
 
 HERE = Path(__file__).resolve().parent
+DECIDED = ("same", "regressed", "improved", "inconclusive")
 
 
 def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -204,6 +205,11 @@ def main() -> None:
                         # decide each undecided metric (gate.paired.budget_to_decide).
                         "advice": list(result.verdict.notes[1:])
                         if result.verdict.outcome.value == "inconclusive"
+                        else [],
+                        # Why an experiment ended without a verdict (a run that failed
+                        # requests or gave no ratio): kept, since the table only counts it.
+                        "reason": list(result.verdict.notes)
+                        if result.verdict.outcome.value not in DECIDED
                         else [],
                     }
                     results.setdefault((name, slowdown), []).append(record)
