@@ -220,8 +220,17 @@ def main() -> None:
         control.write_text("0", encoding="utf-8")
         candidate.stop()
         reference.stop()
-    print_table([_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns])
+    print_table(_rows(profiles, slowdowns, results))
     print(f"total {(time.monotonic() - started) / 60:.1f} min")
+
+
+def _rows(
+    profiles: list[str],
+    slowdowns: list[float],
+    results: dict[tuple[str, float], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """One row per (profile, slowdown) asked for, in the order asked, empty ones included."""
+    return [_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns]
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -264,7 +273,7 @@ def _write(
     slowdowns: list[float],
     results: dict[tuple[str, float], list[dict[str, Any]]],
 ) -> None:
-    rows = [_row(p, s, results.get((p, s), [])) for p in profiles for s in slowdowns]
+    rows = _rows(profiles, slowdowns, results)
     runs = {f"{k[0]} {k[1]}": v for k, v in results.items()}
     write_atomically(path, json.dumps({"rows": rows, "runs": runs}, indent=1))
 
