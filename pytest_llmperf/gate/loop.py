@@ -174,12 +174,18 @@ def _insufficient(runs: Sequence[Measurement], gated: Sequence[str]) -> Verdict 
     """A gated latency with no samples is no evidence either way (vLLM would report 0)."""
     if not all(run.metrics.get("completed") for run in runs):
         return Verdict(Outcome.INSUFFICIENT_DATA, notes=("no request completed",))
+    for run in runs:
+        missing = missing_samples(run, gated)
+        if missing:
+            return Verdict(Outcome.INSUFFICIENT_DATA, notes=(missing,))
+    return None
+
+
+def missing_samples(run: Measurement, gated: Sequence[str]) -> str | None:
+    """Why a gated latency of ``run`` is no evidence (its distribution had no sample)."""
     for kind, key in SAMPLE_KEYS.items():
-        if key in gated and any(run.samples.get(kind, 1) == 0 for run in runs):
-            return Verdict(
-                Outcome.INSUFFICIENT_DATA,
-                notes=(f"{key} has no samples (no request produced the chunks {kind} needs)",),
-            )
+        if key in gated and run.samples.get(kind, 1) == 0:
+            return f"{key} has no samples (no request produced the chunks {kind} needs)"
     return None
 
 

@@ -150,6 +150,30 @@ def test_failed_requests_end_the_experiment_and_name_the_configuration() -> None
     assert log == ["A", "B"]
 
 
+def test_a_run_without_a_tpot_sample_ends_the_experiment_with_the_reason() -> None:
+    # Seen once in ~40 `long` experiments on two shared cores: every answer of one run came
+    # in a single chunk, so its mean TPOT was 0 and measured nothing.
+    log: list[str] = []
+    good = _runs(log, "A", 1.0, 0.01, 1)
+
+    def stalled() -> Measurement:
+        log.append("B")
+        return Measurement(
+            metrics={"total_token_throughput": 1000.0, "mean_tpot_ms": 0.0, "completed": 16},
+            workload={"profile": "short"},
+            errors=(),
+            failed=0,
+            samples={"ttft": 16, "tpot": 0, "itl": 0, "e2el": 16},
+        )
+
+    result = run_ab(_request(), good, stalled)
+    assert result.verdict.outcome is Outcome.INSUFFICIENT_DATA
+    assert result.verdict.notes == (
+        "B (candidate): mean_tpot_ms has no samples (no request produced the chunks tpot needs)",
+    )
+    assert log == ["A", "B"]
+
+
 def test_the_report_table_shows_ratios_intervals_and_pairs() -> None:
     from pytest_llmperf.reports.ab_report import ab_message, ab_table
 

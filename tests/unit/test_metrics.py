@@ -214,6 +214,20 @@ def test_single_token_outputs_have_no_tpot() -> None:
     assert sample_counts(records[:2])["tpot"] == 0
 
 
+def test_answers_sent_in_one_chunk_have_tpot_zero_but_no_tpot_sample() -> None:
+    # A stalled API server can hand over a whole answer at once: vLLM's formula gives
+    # TPOT 0 (kept in the mean), but it measured no time per token.
+    records = [
+        rec(0.0, ttft=0.3, n_out=200),
+        rec(0.0, ttft=0.1, itl=[0.04, 0.04], n_out=5),  # 0.08 / 4 = 0.02
+    ]
+    m = compute_metrics(records, 1.0)
+    assert m["mean_tpot_ms"] == pytest.approx(10.0)
+    assert sample_counts(records)["tpot"] == 1
+    assert compute_metrics(records[:1], 1.0)["mean_tpot_ms"] == 0.0
+    assert sample_counts(records[:1]) == {"ttft": 1, "tpot": 0, "itl": 0, "e2el": 1}
+
+
 def test_goodput_counts_single_token_requests_as_tpot_zero() -> None:
     records = [
         rec(0.0, ttft=0.1, n_out=1, latency=0.5),  # tpot treated as 0
