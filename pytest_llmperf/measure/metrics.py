@@ -310,8 +310,8 @@ def sample_counts(records: Sequence[RequestRecord]) -> dict[str, int]:
     vLLM reports 0 for an empty distribution; a gate that compared that 0 with a baseline
     would call a run that measured nothing a huge improvement. A request whose whole answer
     came in its first chunk has a TPOT of 0 by vLLM's formula: it stays in the mean, as in
-    vLLM, but is no sample of the time per token. A run made only of such requests (an API
-    server that stalled through the whole decode, seen on two shared cores) measured no TPOT.
+    vLLM, but is no sample of the time per token. A run made only of such requests (what an API
+    server stalled through the whole decode would send) measured no TPOT.
     """
     ok = [r for r in records if r.success]
     return {
