@@ -151,8 +151,8 @@ def test_failed_requests_end_the_experiment_and_name_the_configuration() -> None
 
 
 def test_a_run_without_a_tpot_sample_ends_the_experiment_with_the_reason() -> None:
-    # Seen once in ~40 `long` experiments on two shared cores: every answer of one run came
-    # in a single chunk, so its mean TPOT was 0 and measured nothing.
+    # Seen once in ~40 `long` experiments on two shared cores: one run, every request
+    # completed, reported a mean TPOT of 0 (answers that each came in a single chunk).
     log: list[str] = []
     good = _runs(log, "A", 1.0, 0.01, 1)
 
