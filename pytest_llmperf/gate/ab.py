@@ -20,8 +20,8 @@ from typing import Any
 from pytest_llmperf.engines.session import Target
 from pytest_llmperf.gate import paired
 from pytest_llmperf.gate.ledger import ProfileResult
-from pytest_llmperf.gate.loop import missing_samples
 from pytest_llmperf.gate.verdict import direction_of
+from pytest_llmperf.measure.metrics import missing_samples
 from pytest_llmperf.measure.profiles import WorkloadProfile
 from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
@@ -84,7 +84,7 @@ def _check(run: Measurement, who: str, gated: Sequence[str], budget: int) -> Non
                 ),
             )
         )
-    missing = missing_samples(run, gated)
+    missing = missing_samples(run.samples, gated)
     if missing:
         raise _Stop(Verdict(Outcome.INSUFFICIENT_DATA, notes=(f"{who}: {missing}",)))
     for metric in gated:

@@ -22,12 +22,10 @@ from pytest_llmperf.gate import verdict as judging
 from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.gate.modelkey import check_model
 from pytest_llmperf.gate.sweep import SWEEP_TOLERANCES, regression_notes
+from pytest_llmperf.measure.metrics import missing_samples
 from pytest_llmperf.measure.profiles import WorkloadProfile
 from pytest_llmperf.measure.run import Measurement
 from pytest_llmperf.models import MetricComparison, Outcome, Verdict
-
-# Metrics whose absence of samples makes a gated comparison meaningless.
-SAMPLE_KEYS = {"ttft": "mean_ttft_ms", "tpot": "mean_tpot_ms", "itl": "mean_itl_ms"}
 
 
 @dataclass(frozen=True)
@@ -175,17 +173,9 @@ def _insufficient(runs: Sequence[Measurement], gated: Sequence[str]) -> Verdict 
     if not all(run.metrics.get("completed") for run in runs):
         return Verdict(Outcome.INSUFFICIENT_DATA, notes=("no request completed",))
     for run in runs:
-        missing = missing_samples(run, gated)
+        missing = missing_samples(run.samples, gated)
         if missing:
             return Verdict(Outcome.INSUFFICIENT_DATA, notes=(missing,))
-    return None
-
-
-def missing_samples(run: Measurement, gated: Sequence[str]) -> str | None:
-    """Why a gated latency of ``run`` is no evidence (its distribution had no sample)."""
-    for kind, key in SAMPLE_KEYS.items():
-        if key in gated and run.samples.get(kind, 1) == 0:
-            return f"{key} has no samples (no request produced the chunks {kind} needs)"
     return None
 
 

@@ -320,3 +320,15 @@ def sample_counts(records: Sequence[RequestRecord]) -> dict[str, int]:
         "itl": sum(len(r.itl) for r in ok),
         "e2el": len(ok),
     }
+
+
+# The mean each sample count stands behind: a gated mean whose count is 0 measured nothing.
+SAMPLE_KEYS = {"ttft": "mean_ttft_ms", "tpot": "mean_tpot_ms", "itl": "mean_itl_ms"}
+
+
+def missing_samples(samples: Mapping[str, int], gated: Sequence[str]) -> str | None:
+    """Why a gated mean is no evidence: its distribution had no sample (``sample_counts``)."""
+    for kind, key in SAMPLE_KEYS.items():
+        if key in gated and samples.get(kind, 1) == 0:
+            return f"{key} has no samples (no request produced the chunks {kind} needs)"
+    return None

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_llmperf.measure.metrics import (
     compute_metrics,
+    missing_samples,
     percentile_key,
     sample_counts,
     validate_goodput_slos,
@@ -226,6 +227,15 @@ def test_answers_sent_in_one_chunk_have_tpot_zero_but_no_tpot_sample() -> None:
     assert sample_counts(records)["tpot"] == 1
     assert compute_metrics(records[:1], 1.0)["mean_tpot_ms"] == 0.0
     assert sample_counts(records[:1]) == {"ttft": 1, "tpot": 0, "itl": 0, "e2el": 1}
+
+
+def test_only_a_gated_mean_without_samples_is_reported_missing() -> None:
+    single_chunk = sample_counts([rec(0.0, ttft=0.3, n_out=200)])
+    assert missing_samples(single_chunk, ["mean_ttft_ms"]) is None
+    reason = missing_samples(single_chunk, ["mean_ttft_ms", "mean_tpot_ms"])
+    assert reason == "mean_tpot_ms has no samples (no request produced the chunks tpot needs)"
+    # A count the run did not report is no evidence of absence.
+    assert missing_samples({}, ["mean_tpot_ms", "mean_itl_ms"]) is None
 
 
 def test_goodput_counts_single_token_requests_as_tpot_zero() -> None:
