@@ -201,6 +201,13 @@ def main() -> None:
                             ab.get("ratios", {}).get("total_token_throughput")
                         ),
                         "load": round(os.getloadavg()[0], 2),
+                        # Every pair's ratio B/A and each metric's tolerance, so that another
+                        # stopping rule can be replayed on the same pairs (ab_replay.py).
+                        "ratios": ab.get("ratios", {}),
+                        "tolerances": {
+                            metric: fields.get("tolerance_pct")
+                            for metric, fields in metrics.items()
+                        },
                         # An inconclusive verdict's planning notes: the budget that would
                         # decide each undecided metric (gate.paired.budget_to_decide).
                         "advice": list(result.verdict.notes[1:])
