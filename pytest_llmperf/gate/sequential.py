@@ -2,13 +2,14 @@
 
 ``--llmperf-repeat N`` plus a confirm rerun spends a fixed number of runs whatever they show.
 The sequential rule measures one run at a time and stops as soon as the verdict is known:
-the A/B rule of ``paired`` (looks with Pocock alpha spending), with the stored baseline in
-place of A.
+the A/B rule of ``paired`` (looks with Pocock alpha spending and group-sequential levels),
+with the stored baseline in place of A.
 
 Per gated metric, each run's change against the baseline's center is taken on the log scale,
 signed so that positive means worse (``paired.worse_log`` with the baseline as A). At each
-look (after every run, up to the budget) the change's interval, at the confidence the look's
-share of the error rate leaves, is:
+look (after every run, up to the budget) the change's interval, at the confidence of the
+look's group-sequential level (``paired.SequentialPlan.level``, computed for looks that share
+their runs), is:
 
 - with a recorded spread (the baseline's CV, from ``--llmperf-repeat`` of 2 or more when it
   was recorded; pooled with the runs' own once there are two): the Hodges-Lehmann estimate
@@ -21,6 +22,11 @@ share of the error rate leaves, is:
   session's first two or three runs alone is too uncertain for a normal interval). It
   ignores the baseline's own error, which one recorded run cannot show; record baselines
   with repeats.
+
+The levels are computed for a running mean of the runs alone. Against a stored baseline the
+looks share more than their runs (the baseline's own error, and the phase terms below, are
+the same at every look), so they are more correlated than that, which only lowers the chance
+of crossing at any look (Slepian's inequality): the error rate stays bounded.
 
 Both intervals assume the baseline was measured on the machine as it is today. A shared
 machine drifts in phases the back-to-back spread does not see, so where the history file
@@ -83,10 +89,10 @@ class Baseline:
 
 
 def change_interval(
-    baseline: Baseline, values: Sequence[float], metric: str, share: float
+    baseline: Baseline, values: Sequence[float], metric: str, level: float
 ) -> paired.Interval | None:
     """The interval of the worse-log change of ``values`` against the baseline at confidence
-    ``1 - share`` (module docstring); None when it cannot be built yet."""
+    ``1 - level`` (module docstring); None when it cannot be built yet."""
     if baseline.value <= 0 or any(value <= 0 for value in values):
         return None  # no ratio to take: the usual rule decides at the budget
     direction = direction_of(metric)
@@ -94,11 +100,11 @@ def change_interval(
     one_run = None
     if baseline.cv is not None:
         one_run = pooled_log_sd(baseline.cv, baseline.runs, cv_percent(values), len(values))
-    z = NormalDist().inv_cdf(1.0 - share / 2.0)
+    z = NormalDist().inv_cdf(1.0 - level / 2.0)
     if one_run is None:
         # A spread from this session's first few runs alone is too uncertain for a normal
         # interval (two equal runs would claim none): the distribution-free one instead.
-        interval = paired.hodges_lehmann(changes, share)
+        interval = paired.hodges_lehmann(changes, level)
         if not math.isfinite(interval.low):
             return None
         widen = z * math.sqrt(2.0) * (baseline.session_sd or 0.0)
@@ -108,7 +114,7 @@ def change_interval(
     between = max(0.0, (baseline.session_sd or 0.0) ** 2 - one_run**2 / runs)
     error = math.sqrt(one_run**2 * (1.0 / len(values) + 1.0 / runs) + 2.0 * between)
     half = z * error
-    return paired.Interval(center, center - half, center + half, 1.0 - share)
+    return paired.Interval(center, center - half, center + half, 1.0 - level)
 
 
 def decide_metric(
@@ -124,12 +130,12 @@ def decide_metric(
     direction = direction_of(metric)
     plan = rule.plan(baseline.cv is not None)
     runs = len(values)
-    share = plan.share(runs)
-    if share is None:
+    level = plan.level(runs)
+    if level is None:
         return paired.MetricDecision(metric, direction, tolerance_pct, paired.UNDECIDED, None, runs)
     if metric.endswith("_ms") and abs(statistics.median(values) - baseline.value) < floor_ms:
         return paired.MetricDecision(metric, direction, tolerance_pct, paired.SAME, None, runs)
-    interval = change_interval(baseline, values, metric, share)
+    interval = change_interval(baseline, values, metric, level)
     status = paired.UNDECIDED if interval is None else paired.classify(interval, tolerance_pct)
     if status == paired.UNDECIDED and runs >= plan.budget:
         status = paired.INCONCLUSIVE

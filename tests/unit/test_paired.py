@@ -125,7 +125,7 @@ def _pairs(change: float, sd: float, count: int, seed: int) -> list[float]:
 
 def test_the_suggested_budget_decides_about_as_often_as_it_promises() -> None:
     # 20 pairs of a 15 % slowdown at a 12 % spread (they show 11.5 %, 0.115): undecided at the
-    # default budget; 58 pairs suggested.
+    # default budget; 36 pairs suggested.
     plan = paired.SequentialPlan(budget=20)
     values = _pairs(math.log(1.15), 0.12, 20, seed=5)
     budget = paired.budget_to_decide(values, 5.0, plan)

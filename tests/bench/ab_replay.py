@@ -1,0 +1,117 @@
+"""Replay this checkout's A/B stopping rule on the pairs that ab_table.py measured.
+
+A script, not a test: it prints a table. ``ab_table.py --json`` keeps every experiment's pair
+ratios B/A and tolerances; this runs ``gate.paired``'s rule, as the checked-out code has it,
+look by look on those pairs and counts the verdicts beside the ones recorded. The replay is
+exact wherever the replayed rule stops no later than the recorded one did: a rule whose
+interval is nowhere wider, such as the group-sequential levels replayed on pairs measured
+under the union-bound levels they replaced. An experiment whose replay would need pairs the
+recording never took is counted as "ran out", not guessed; one that ended without a verdict
+(failed requests, no ratio) is "other", as in ab_table.
+
+    python tests/bench/ab_replay.py first.json second.json [--budget 20]
+
+Minutes are estimated as the recorded experiment's minutes per pair times the pairs the replay
+used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.gate import paired
+from pytest_llmperf.gate.verdict import direction_of
+
+VERDICTS = ("regressed", "same", "improved", "inconclusive")
+
+
+def replay(record: dict[str, Any], plan: paired.SequentialPlan) -> tuple[str, int] | None:
+    """The replayed verdict and the pairs it took; None when the recorded pairs ran out."""
+    tolerances: dict[str, float] = record.get("tolerances") or {}
+    ratios: dict[str, list[float]] = record.get("ratios") or {}
+    metrics = [metric for metric in tolerances if ratios.get(metric)]
+    if not metrics:
+        return None
+    values = {
+        metric: [paired.worse_log(1.0, ratio, direction_of(metric)) for ratio in ratios[metric]]
+        for metric in metrics
+    }
+    measured = min(len(series) for series in values.values())
+    for look in plan.looks():
+        if look > measured:
+            return None
+        statuses = [
+            paired.decide_metric(
+                metric, direction_of(metric), tolerances[metric], values[metric][:look], plan
+            ).status
+            for metric in metrics
+        ]
+        answer = paired.overall(statuses)
+        if answer is not None:
+            return answer, look
+    return None
+
+
+def cell(records: list[dict[str, Any]], plan: paired.SequentialPlan) -> dict[str, Any]:
+    recorded = [r["outcome"] for r in records]
+    replayed: list[str] = []
+    pairs: list[int] = []
+    minutes: list[float] = []
+    for record in records:
+        if record["outcome"] not in VERDICTS:
+            replayed.append("other")
+            continue
+        result = replay(record, plan)
+        if result is None:
+            replayed.append("ran out")
+            continue
+        verdict, used = result
+        replayed.append(verdict)
+        pairs.append(used)
+        if record.get("minutes") and record.get("pairs"):
+            minutes.append(record["minutes"] / record["pairs"] * used)
+    return {
+        "experiments": len(records),
+        "recorded": {v: recorded.count(v) for v in VERDICTS},
+        "replayed": {v: replayed.count(v) for v in (*VERDICTS, "ran out", "other")},
+        "median_pairs": statistics.median(pairs) if pairs else None,
+        "median_minutes": statistics.median(minutes) if minutes else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tables", type=Path, nargs="+", help="files written by ab_table --json")
+    parser.add_argument("--budget", type=int, default=20)
+    args = parser.parse_args()
+    plan = paired.SequentialPlan(budget=args.budget)
+    pooled: dict[str, list[dict[str, Any]]] = {}
+    for path in args.tables:
+        try:
+            runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+        except (OSError, ValueError, KeyError) as error:
+            raise SystemExit(f"{path}: not a table saved by ab_table --json ({error})") from None
+        for key, records in runs.items():
+            kept = [r for r in records if "ratios" in r]
+            if len(kept) < len(records):
+                print(f"{path}: {len(records) - len(kept)} of {key}'s experiments kept no pairs")
+            pooled.setdefault(key, []).extend(kept)
+    print("cell            n   recorded: reg/same/inc  replayed: reg/same/inc/ran out/other")
+    for key in sorted(pooled, key=lambda k: (k.rpartition(" ")[0], float(k.rpartition(" ")[2]))):
+        row = cell(pooled[key], plan)
+        rec, rep = row["recorded"], row["replayed"]
+        print(
+            f"{key:<15} {row['experiments']:<3} "
+            f"{rec['regressed']:>3} /{rec['same']:>3} /{rec['inconclusive']:>3}            "
+            f"{rep['regressed']:>3} /{rep['same']:>3} /{rep['inconclusive']:>3} /"
+            f"{rep['ran out']:>3} /{rep['other']:>3}   "
+            f"median {row['median_pairs'] or '-'} pairs, {row['median_minutes'] or 0:.1f} min"
+        )
+
+
+if __name__ == "__main__":
+    main()
