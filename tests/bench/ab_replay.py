@@ -18,10 +18,14 @@ used.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ab_table import saved_runs  # the same files, read and pooled as --from-json does
 
 from pytest_llmperf.gate import paired
 from pytest_llmperf.gate.verdict import direction_of
@@ -89,23 +93,18 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=20)
     args = parser.parse_args()
     plan = paired.SequentialPlan(budget=args.budget)
-    pooled: dict[str, list[dict[str, Any]]] = {}
-    for path in args.tables:
-        try:
-            runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
-        except (OSError, ValueError, KeyError) as error:
-            raise SystemExit(f"{path}: not a table saved by ab_table --json ({error})") from None
-        for key, records in runs.items():
-            kept = [r for r in records if "ratios" in r]
-            if len(kept) < len(records):
-                print(f"{path}: {len(records) - len(kept)} of {key}'s experiments kept no pairs")
-            pooled.setdefault(key, []).extend(kept)
+    pooled = saved_runs(args.tables)
+    for (profile, slowdown), records in pooled.items():
+        kept = [r for r in records if "ratios" in r]
+        if len(kept) < len(records):
+            print(f"{profile} {slowdown:g} %: {len(records) - len(kept)} experiments kept no pairs")
+        pooled[profile, slowdown] = kept
     print("cell            n   recorded: reg/same/inc  replayed: reg/same/inc/ran out/other")
-    for key in sorted(pooled, key=lambda k: (k.rpartition(" ")[0], float(k.rpartition(" ")[2]))):
-        row = cell(pooled[key], plan)
+    for profile, slowdown in sorted(pooled):
+        row = cell(pooled[profile, slowdown], plan)
         rec, rep = row["recorded"], row["replayed"]
         print(
-            f"{key:<15} {row['experiments']:<3} "
+            f"{f'{profile} {slowdown:g} %':<15} {row['experiments']:<3} "
             f"{rec['regressed']:>3} /{rec['same']:>3} /{rec['inconclusive']:>3}            "
             f"{rep['regressed']:>3} /{rep['same']:>3} /{rep['inconclusive']:>3} /"
             f"{rep['ran out']:>3} /{rep['other']:>3}   "

@@ -258,8 +258,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         )
 
 
-def pooled_rows(paths: list[Path]) -> list[dict[str, Any]]:
-    """One row per (profile, slowdown) over every experiment saved in ``paths``."""
+def saved_runs(paths: list[Path]) -> dict[tuple[str, float], list[dict[str, Any]]]:
+    """Every experiment saved by ``--json`` in ``paths``, pooled per (profile, slowdown)."""
     pooled: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for path in paths:
         try:
@@ -269,6 +269,12 @@ def pooled_rows(paths: list[Path]) -> list[dict[str, Any]]:
         for key, records in runs.items():
             profile, _, slowdown = key.rpartition(" ")
             pooled.setdefault((profile, float(slowdown)), []).extend(records)
+    return pooled
+
+
+def pooled_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    """One row per (profile, slowdown) over every experiment saved in ``paths``."""
+    pooled = saved_runs(paths)
     return [
         _row(profile, slowdown, pooled[profile, slowdown]) for profile, slowdown in sorted(pooled)
     ]
