@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.conftest import VLLM_TEST_ENV
@@ -16,11 +16,14 @@ from tests.conftest import VLLM_TEST_ENV
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_root_suite(profiles: Sequence[str], baselines: Path, *extra: str) -> str:
+def run_root_suite(
+    profiles: Sequence[str], baselines: Path, *extra: str, env: Mapping[str, str] | None = None
+) -> str:
     """``pytest test_serving.py --engine=vllm --hardware=cpu`` on ``profiles`` against the
-    baselines under ``baselines``, as on a person's machine (``CI`` unset). Returns
-    ``"exit N"`` and the output; an exit other than pass or test failure fails the caller."""
-    environment = {k: v for k, v in os.environ.items() if k != "CI"}
+    baselines under ``baselines``, as on a person's machine (``CI`` unset); ``env`` is added
+    to the environment (the engine inherits it). Returns ``"exit N"`` and the output; an exit
+    other than pass or test failure fails the caller."""
+    environment = {k: v for k, v in os.environ.items() if k != "CI"} | dict(env or {})
     done = subprocess.run(
         [
             sys.executable, "-m", "pytest", "test_serving.py", "--engine=vllm",
@@ -38,3 +41,8 @@ def run_root_suite(profiles: Sequence[str], baselines: Path, *extra: str) -> str
 def verdicts(output: str) -> dict[str, str]:
     """profile -> outcome, from the summary lines (``vllm/medium: ... -> pass (...)``)."""
     return dict(re.findall(r"^vllm/(\S+):.* -> ([a-z-]+)", output, re.MULTILINE))
+
+
+def summary_lines(output: str) -> list[str]:
+    """The run's one-line summaries (``vllm/long: total ... -> regressed (...)``), for a log."""
+    return re.findall(r"^vllm/\S+:.* -> .*$", output, re.MULTILINE)
