@@ -47,6 +47,7 @@ from pytest_llmperf.gate.ab import ABRequest, run_ab
 from pytest_llmperf.gate.paired import SequentialPlan
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
+from tests.support.engine_slowdown import pythonpath_with_slowdown
 
 HERE = Path(__file__).resolve().parent
 DECIDED = ("same", "regressed", "improved", "inconclusive")
@@ -89,14 +90,11 @@ def _slowed_settings(mechanism: str, warmups: int, control: Path, log: Path) -> 
                 ("LLMPERF_SLOWDOWN_FILE", str(control)),
             ),
         )
-    path = os.pathsep.join(
-        p for p in (str(HERE / "engine_slowdown"), os.environ.get("PYTHONPATH", "")) if p
-    )
     return Settings(
         engines=("vllm",),
         warmups=warmups,
         engine_env=(
-            ("PYTHONPATH", path),
+            ("PYTHONPATH", pythonpath_with_slowdown()),
             ("LLMPERF_SLOWDOWN_FILE", str(control)),
             ("LLMPERF_SLOWDOWN_LOG", str(log)),
         ),

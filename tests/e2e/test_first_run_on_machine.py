@@ -16,7 +16,6 @@ only 47.6 % of its throughput and its TPOT improved, inside the tolerance, and t
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ import yaml
 from pytest_llmperf.engines import fingerprint
 from pytest_llmperf.gate.loop import first_run_tolerances
 from tests.conftest import requires_vllm
+from tests.support.engine_slowdown import pythonpath_with_slowdown
 from tests.support.root_suite import run_root_suite, summary_lines, verdicts
 
 pytestmark = [pytest.mark.e2e, requires_vllm]
@@ -32,13 +32,11 @@ pytestmark = [pytest.mark.e2e, requires_vllm]
 REPO = Path(__file__).resolve().parents[2]
 CPU_BASELINE = REPO / "baselines" / "cpu" / "tiny-qwen3" / "vllm.yaml"
 PROFILES = ("medium", "long")
-ENGINE_SLOWDOWN = REPO / "tests" / "bench" / "engine_slowdown"
 
 
 def _engine_three_times_slower() -> dict[str, str]:
     """The environment that loads the engine-step slowdown into vLLM at 200 %."""
-    path = os.pathsep.join(p for p in (str(ENGINE_SLOWDOWN), os.environ.get("PYTHONPATH")) if p)
-    return {"PYTHONPATH": path, "LLMPERF_SLOWDOWN_PCT": "200"}
+    return {"PYTHONPATH": pythonpath_with_slowdown(), "LLMPERF_SLOWDOWN_PCT": "200"}
 
 
 def _another_machine(path: Path) -> None:

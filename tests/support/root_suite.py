@@ -38,11 +38,15 @@ def run_root_suite(
     return f"exit {done.returncode}\n{output}"
 
 
+# a profile's one-line summary: ``vllm/medium: total ... -> pass (...)``
+SUMMARY_LINE = re.compile(r"^vllm/(\S+):.* -> ([a-z-]+).*$", re.MULTILINE)
+
+
 def verdicts(output: str) -> dict[str, str]:
-    """profile -> outcome, from the summary lines (``vllm/medium: ... -> pass (...)``)."""
-    return dict(re.findall(r"^vllm/(\S+):.* -> ([a-z-]+)", output, re.MULTILINE))
+    """profile -> outcome, from the summary lines."""
+    return {line[1]: line[2] for line in SUMMARY_LINE.finditer(output)}
 
 
 def summary_lines(output: str) -> list[str]:
-    """The run's one-line summaries (``vllm/long: total ... -> regressed (...)``), for a log."""
-    return re.findall(r"^vllm/\S+:.* -> .*$", output, re.MULTILINE)
+    """The run's summary lines, for a log."""
+    return [line[0] for line in SUMMARY_LINE.finditer(output)]
