@@ -56,6 +56,12 @@ class ABRequest:
     tolerances: Mapping[str, float] | None = None  # None: AB_TOLERANCES
     minutes: float | None = None  # a time budget besides plan.budget pairs
     max_failed_requests: int = 0
+    # How many pairs an experiment measures again, in all, when one of their runs measured
+    # no TPOT: on two shared cores an API server starved through a whole decode sends
+    # every answer in one chunk (2 of 64 `long` experiments, docs/noise.md). That is the
+    # machine's hiccup, not the configuration's; a configuration that never yields a second
+    # chunk fails every try and still ends insufficient-data.
+    remeasure: int = 2
     nodeid: str = ""
     machine: dict[str, Any] | None = None
 
@@ -68,6 +74,10 @@ def order(pair: int) -> tuple[str, str]:
 class _Stop(Exception):
     def __init__(self, verdict: Verdict) -> None:
         self.verdict = verdict
+
+
+class _Unmeasured(_Stop):
+    """A run that completed but measured no sample of a gated latency: worth measuring again."""
 
 
 def _check(run: Measurement, who: str, gated: Sequence[str], budget: int) -> None:
@@ -86,7 +96,7 @@ def _check(run: Measurement, who: str, gated: Sequence[str], budget: int) -> Non
         )
     missing = missing_samples(run.samples, gated)
     if missing:
-        raise _Stop(Verdict(Outcome.INSUFFICIENT_DATA, notes=(f"{who}: {missing}",)))
+        raise _Unmeasured(Verdict(Outcome.INSUFFICIENT_DATA, notes=(f"{who}: {missing}",)))
     for metric in gated:
         value = run.metrics.get(metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
@@ -149,14 +159,25 @@ def run_ab(
     verdict: Verdict | None = None
     runs = {"A": measure_reference, "B": measure_candidate}
     names = {"A": request.reference.variant, "B": request.candidate.variant}
+    discarded: list[str] = []
     try:
         while True:
             taken: dict[str, Measurement] = {}
-            for who in order(len(pairs)):
-                run = runs[who]()
-                sequence.append(who)
-                _check(run, f"{who} ({names[who]})", list(tolerances), request.max_failed_requests)
-                taken[who] = run
+            try:
+                for who in order(len(pairs)):
+                    run = runs[who]()
+                    sequence.append(who)
+                    gated = list(tolerances)
+                    _check(run, f"{who} ({names[who]})", gated, request.max_failed_requests)
+                    taken[who] = run
+            except _Unmeasured as unmeasured:
+                if len(discarded) >= request.remeasure:
+                    raise
+                # The whole pair again, in the same order, so the A,B/B,A balance holds.
+                discarded.append(
+                    f"pair {len(pairs) + 1} measured again: {unmeasured.verdict.notes[0]}"
+                )
+                continue
             pairs.append((taken["A"], taken["B"]))
             minutes = (clock() - started) / 60.0
             out_of_pairs = len(pairs) >= plan.budget
@@ -174,8 +195,11 @@ def run_ab(
                 break
     except _Stop as stop:
         verdict = stop.verdict
+        if discarded:
+            verdict = Verdict(verdict.outcome, verdict.comparisons, (*verdict.notes, *discarded))
     minutes = (clock() - started) / 60.0
     experiment = _experiment(request, pairs, sequence, decisions, tolerances, minutes)
+    experiment["remeasured"] = discarded
     return _result(request, verdict, pairs, experiment)
 
 
@@ -323,6 +347,7 @@ def _result(
             center[key] = value if value is not None else candidates[0].metrics[key]
     last = pairs[-1][1] if pairs else None
     notes = [note for pair in pairs for run in pair for note in run.notes]
+    notes.extend(experiment.get("remeasured", ()))
     target = request.candidate
     return ProfileResult(
         nodeid=request.nodeid,

@@ -150,28 +150,61 @@ def test_failed_requests_end_the_experiment_and_name_the_configuration() -> None
     assert log == ["A", "B"]
 
 
-def test_a_run_without_a_tpot_sample_ends_the_experiment_with_the_reason() -> None:
-    # Seen once in ~40 `long` experiments on two shared cores: one run, every request
-    # completed, reported a mean TPOT of 0 (answers that each came in a single chunk).
-    log: list[str] = []
-    good = _runs(log, "A", 1.0, 0.01, 1)
-
-    def stalled() -> Measurement:
-        log.append("B")
-        return Measurement(
-            metrics={"total_token_throughput": 1000.0, "mean_tpot_ms": 0.0, "completed": 16},
-            workload={"profile": "short"},
-            errors=(),
-            failed=0,
-            samples={"ttft": 16, "tpot": 0, "itl": 0, "e2el": 16},
-        )
-
-    result = run_ab(_request(), good, stalled)
-    assert result.verdict.outcome is Outcome.INSUFFICIENT_DATA
-    assert result.verdict.notes == (
-        "B (candidate): mean_tpot_ms has no samples (no request produced the chunks tpot needs)",
+def _stalled(log: list[str], who: str) -> Measurement:
+    # What a run on two shared cores sent when the API server was starved through the whole
+    # decode: every request completed, each answer in a single chunk, so no TPOT sample.
+    log.append(who)
+    return Measurement(
+        metrics={"total_token_throughput": 1000.0, "mean_tpot_ms": 0.0, "completed": 16},
+        workload={"profile": "short"},
+        errors=(),
+        failed=0,
+        samples={"ttft": 16, "tpot": 0, "itl": 0, "e2el": 16},
     )
-    assert log == ["A", "B"]
+
+
+def test_a_run_that_never_measures_tpot_ends_the_experiment_with_the_reason() -> None:
+    log: list[str] = []
+    result = run_ab(
+        _request(remeasure=2), _runs(log, "A", 1.0, 0.01, 1), lambda: _stalled(log, "B")
+    )
+    assert result.verdict.outcome is Outcome.INSUFFICIENT_DATA
+    reason = (
+        "B (candidate): mean_tpot_ms has no samples (no request produced the chunks tpot needs)"
+    )
+    assert result.verdict.notes == (
+        reason,
+        f"pair 1 measured again: {reason}",
+        f"pair 1 measured again: {reason}",
+    )
+    # The pair was tried three times (the first and two more), each in its A,B order.
+    assert log == ["A", "B"] * 3
+    assert result.ab is not None
+    assert result.ab["pairs"] == 0
+    assert len(result.ab["remeasured"]) == 2
+
+
+def test_a_single_stalled_run_is_measured_again_not_a_verdict() -> None:
+    log: list[str] = []
+    good_b = _runs(log, "B", 1.0, 0.01, 2)
+    calls = [0]
+
+    def candidate() -> Measurement:
+        calls[0] += 1
+        return _stalled(log, "B") if calls[0] == 3 else good_b()
+
+    result = run_ab(_request(), _runs(log, "A", 1.0, 0.01, 1), candidate)
+    assert result.verdict.outcome is Outcome.SAME
+    assert result.ab is not None
+    assert result.ab["pairs"] == 6
+    # Pair 3 (A,B order) lost its B run and was measured again whole, still A first.
+    assert result.ab["order"].startswith("ABBA" + "AB" + "AB" + "BA")
+    assert result.runs == 2 * 6 + 2
+    assert result.ab["remeasured"] == [
+        "pair 3 measured again: B (candidate): mean_tpot_ms has no samples "
+        "(no request produced the chunks tpot needs)"
+    ]
+    assert result.ab["remeasured"][0] in result.notes
 
 
 def test_the_report_table_shows_ratios_intervals_and_pairs() -> None:
