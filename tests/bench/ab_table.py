@@ -216,6 +216,8 @@ def main() -> None:
                         "reason": list(result.verdict.notes)
                         if result.verdict.outcome.value not in DECIDED
                         else [],
+                        # Pairs measured again after a run with no TPOT sample (gate.ab).
+                        "remeasured": list(ab.get("remeasured", [])),
                     }
                     results.setdefault((name, slowdown), []).append(record)
                     print(f"{name} {slowdown:g}% round {round_index}: {record}", flush=True)
