@@ -40,6 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+# Run as a script, Python puts only tests/bench on the path; tests.support is the repository's.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.config import Settings
 from pytest_llmperf.engines.session import EngineSession

@@ -1,0 +1,36 @@
+"""Every benchmark script starts as its docs run it: ``python tests/bench/NAME.py``, from any
+folder, with no PYTHONPATH. Run that way Python puts only tests/bench on the path, so a script
+that imports ``tests.support`` must put the repository there itself (ab_table.py once did not,
+and its documented command failed)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if "argparse" in p.read_text("utf-8"))
+
+
+def test_the_scripts_are_found() -> None:
+    assert {"ab_table.py", "ab_replay.py", "noise_table.py"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_bench_script_starts_from_another_folder(script: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage:" in done.stdout
