@@ -19,7 +19,12 @@ of mean TPOT: the calibration (what the nominal CPU slowdown did to this workloa
 
     python tests/bench/ab_table.py [--profiles short,medium] [--experiments 20]
                                    [--slowdowns 0,5,10,20] [--budget 20] [--json out.json]
+                                   [--tolerances total_token_throughput=5]
     python tests/bench/ab_table.py --from-json first.json second.json   # saved runs, pooled
+
+``--tolerances`` gates the named metrics only, as a test's
+``@pytest.mark.llmperf(tolerances={...})`` does (default: gate.ab.AB_TOLERANCES, throughput and
+mean TPOT at 5 %).
 
 ``--from-json`` prints the table of saved runs; given several files (say a table stopped for
 time and its continuation, on the same machine class and with the same budget), it pools
@@ -46,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.config import Settings
 from pytest_llmperf.engines.session import EngineSession
-from pytest_llmperf.gate.ab import ABRequest, run_ab
+from pytest_llmperf.gate.ab import AB_TOLERANCES, ABRequest, run_ab
 from pytest_llmperf.gate.paired import SequentialPlan
 from pytest_llmperf.measure.profiles import builtin_profiles
 from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
@@ -62,6 +67,9 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
     speeds = [r["throughput_ratio"] for r in results if r.get("throughput_ratio") is not None]
     added = [r["added_pct"] for r in results if r.get("added_pct") is not None]
     spreads = [r["tpot_log_sd"] for r in results if r.get("tpot_log_sd") is not None]
+    speed_spreads = [
+        r["throughput_log_sd"] for r in results if r.get("throughput_log_sd") is not None
+    ]
     return {
         "profile": profile,
         "slowdown_pct": slowdown,
@@ -78,7 +86,35 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
         "throughput_ratio": statistics.median(speeds) if speeds else None,
         "added_pct": statistics.median(added) if added else None,
         "tpot_log_sd": statistics.median(spreads) if spreads else None,
+        "throughput_log_sd": statistics.median(speed_spreads) if speed_spreads else None,
     }
+
+
+def parse_tolerances(text: str | None) -> dict[str, float] | None:
+    """``--tolerances METRIC=PCT,...``: the gated metrics and their tolerances, or None."""
+    if not text:
+        return None
+    tolerances: dict[str, float] = {}
+    for item in text.split(","):
+        metric, _, value = item.partition("=")
+        metric = metric.strip()
+        try:
+            percent = float(value)
+        except ValueError:
+            percent = -1.0
+        if not metric or percent <= 0:
+            raise SystemExit(
+                f"--tolerances: {item!r} is not METRIC=PERCENT with a positive percent "
+                f"(e.g. total_token_throughput=5)"
+            )
+        tolerances[metric] = percent
+    unknown = sorted(set(tolerances) - set(AB_TOLERANCES))
+    if unknown:
+        # The table reads these two metrics' ratios; another metric would gate unseen.
+        raise SystemExit(
+            f"--tolerances: {', '.join(unknown)} is not one of {', '.join(AB_TOLERANCES)}"
+        )
+    return tolerances
 
 
 def _slowed_settings(mechanism: str, warmups: int, control: Path, log: Path) -> Settings:
@@ -111,6 +147,32 @@ def _log_sd(ratios: list[float] | None) -> float | None:
     return round(statistics.stdev(logs), 4) if len(logs) >= 3 else None
 
 
+def _watched_ratios(
+    ab: dict[str, Any], taken: dict[str, list[dict[str, Any]]]
+) -> dict[str, list[float]]:
+    """Per pair, B/A of each table metric that the experiment did not gate. The i-th run of A
+    and of B form pair i; after a re-measured pair that no longer holds, so none is given."""
+    if ab.get("remeasured"):
+        return {}
+    watched: dict[str, list[float]] = {}
+    for metric in ("mean_tpot_ms", "total_token_throughput"):
+        if metric in ab.get("ratios", {}):
+            continue
+        ratios = [
+            float(b[metric]) / float(a[metric])
+            # strict=False: a run that ended the experiment mid-pair has no partner.
+            for a, b in zip(taken["A"], taken["B"], strict=False)
+            if a.get(metric) and b.get(metric) is not None
+        ]
+        if ratios:
+            watched[metric] = ratios
+    return watched
+
+
+def _median_or_none(values: list[float] | None) -> float | None:
+    return statistics.median(values) if values else None
+
+
 Totals = tuple[float, float]  # the engine's busy and added seconds
 
 
@@ -139,12 +201,18 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--mechanism", choices=("step", "stop"), default="step")
     parser.add_argument(
+        "--tolerances",
+        default=None,
+        help="gate only these metrics: METRIC=PERCENT,... (default: throughput and mean TPOT, 5)",
+    )
+    parser.add_argument(
         "--from-json", type=Path, nargs="+", default=None, help="print saved runs' table, pooled"
     )
     args = parser.parse_args()
     if args.from_json:
         print_table(pooled_rows(args.from_json))
         return
+    tolerances = parse_tolerances(args.tolerances)
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     profiles = args.profiles.split(",")
     work = Path(tempfile.mkdtemp(prefix="llmperf-ab-table-"))
@@ -177,34 +245,53 @@ def main() -> None:
                         profile=profile,
                         hardware="cpu",
                         plan=SequentialPlan(budget=args.budget),
+                        tolerances=tolerances,
                     )
 
-                    def run_on(target: Any, chosen: Any = profile) -> Any:
-                        return lambda: measure(target, chosen, workloads, settings, headers={})
+                    taken: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
 
-                    result = run_ab(request, run_on(a), run_on(b))
+                    def run_on(
+                        target: Any, side: str, chosen: Any = profile, kept: Any = taken
+                    ) -> Any:
+                        def run() -> Any:
+                            measured = measure(target, chosen, workloads, settings, headers={})
+                            kept[side].append(dict(measured.metrics))
+                            return measured
+
+                        return run
+
+                    result = run_ab(request, run_on(a, "A"), run_on(b, "B"))
                     time.sleep(0.5)  # B's engine logs its totals every 0.2 s
                     engine_seconds, added = _added_share(added_log, engine_seconds)
                     ab = result.ab or {}
                     metrics = ab.get("metrics", {})
                     tpot = metrics.get("mean_tpot_ms", {})
+                    watched = _watched_ratios(ab, taken)
                     throughput = metrics.get("total_token_throughput", {})
                     record = {
                         "round": round_index,
                         "outcome": result.verdict.outcome.value,
                         "pairs": ab.get("pairs"),
                         "minutes": ab.get("minutes"),
-                        "tpot_ratio": tpot.get("median_ratio"),
-                        "throughput_ratio": throughput.get("median_ratio"),
+                        "tpot_ratio": tpot.get("median_ratio")
+                        or _median_or_none(watched.get("mean_tpot_ms")),
+                        "throughput_ratio": throughput.get("median_ratio")
+                        or _median_or_none(watched.get("total_token_throughput")),
                         "added_pct": None if added is None else round(100 * added, 2),
-                        "tpot_log_sd": _log_sd(ab.get("ratios", {}).get("mean_tpot_ms")),
+                        "tpot_log_sd": _log_sd(
+                            ab.get("ratios", {}).get("mean_tpot_ms") or watched.get("mean_tpot_ms")
+                        ),
                         "throughput_log_sd": _log_sd(
                             ab.get("ratios", {}).get("total_token_throughput")
+                            or watched.get("total_token_throughput")
                         ),
                         "load": round(os.getloadavg()[0], 2),
                         # Every pair's ratio B/A and each metric's tolerance, so that another
                         # stopping rule can be replayed on the same pairs (ab_replay.py).
                         "ratios": ab.get("ratios", {}),
+                        # The same for a metric watched but not gated (--tolerances left it
+                        # out): what the slowdown did to it, outside the verdict.
+                        "watched_ratios": watched,
                         "tolerances": {
                             metric: fields.get("tolerance_pct")
                             for metric, fields in metrics.items()
@@ -246,12 +333,15 @@ def _rows(
 def print_table(rows: list[dict[str, Any]]) -> None:
     header = (
         "profile    slowdown  n   regressed  same  inconcl.  other  pairs  min   "
-        "B/A TPOT  B/A thr.  added  spread"
+        "B/A TPOT  B/A thr.  added  spread TPOT/thr."
     )
     print(header)
     for row in rows:
         added = "-" if row["added_pct"] is None else f"{row['added_pct']:.2f}"
-        spread = "-" if row["tpot_log_sd"] is None else f"{row['tpot_log_sd']:.3f}"
+        spread = "/".join(
+            "-" if row.get(key) is None else f"{row[key]:.3f}"
+            for key in ("tpot_log_sd", "throughput_log_sd")
+        )
         print(
             f"{row['profile']:<10} {row['slowdown_pct']:>6g} %  {row['experiments']:<3} "
             f"{row['regressed']:<10} {row['same']:<5} {row['inconclusive']:<9} "
