@@ -10,6 +10,11 @@ recording never took is counted as "ran out", not guessed; one that ended withou
 (failed requests, no ratio) is "other", as in ab_table.
 
     python tests/bench/ab_replay.py first.json second.json [--budget 20]
+                                    [--tolerances total_token_throughput=5,mean_tpot_ms=5]
+
+``--tolerances`` replays the rule with other gated metrics than the recorded ones, taking the
+pairs of a metric the experiment only watched (``watched_ratios``, ab_table ``--tolerances``)
+as well; an experiment that kept no pairs of an asked metric counts as "ran out".
 
 Minutes are estimated as the recorded experiment's minutes per pair times the pairs the replay
 used.
@@ -25,7 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ab_table import saved_runs  # the same files, read and pooled as --from-json does
+from ab_table import (  # the same files, read and pooled as --from-json does
+    parse_tolerances,
+    saved_runs,
+)
 
 from pytest_llmperf.gate import paired
 from pytest_llmperf.gate.verdict import direction_of
@@ -33,12 +41,20 @@ from pytest_llmperf.gate.verdict import direction_of
 VERDICTS = ("regressed", "same", "improved", "inconclusive")
 
 
-def replay(record: dict[str, Any], plan: paired.SequentialPlan) -> tuple[str, int] | None:
-    """The replayed verdict and the pairs it took; None when the recorded pairs ran out."""
-    tolerances: dict[str, float] = record.get("tolerances") or {}
-    ratios: dict[str, list[float]] = record.get("ratios") or {}
+def replay(
+    record: dict[str, Any],
+    plan: paired.SequentialPlan,
+    gated: dict[str, float] | None = None,
+) -> tuple[str, int] | None:
+    """The replayed verdict and the pairs it took; None when the recorded pairs ran out.
+    ``gated``: the metrics and tolerances to replay instead of the recorded ones."""
+    tolerances: dict[str, float] = gated or record.get("tolerances") or {}
+    ratios: dict[str, list[float]] = {
+        **(record.get("watched_ratios") or {}),
+        **(record.get("ratios") or {}),
+    }
     metrics = [metric for metric in tolerances if ratios.get(metric)]
-    if not metrics:
+    if not metrics or (gated and len(metrics) < len(gated)):
         return None
     values = {
         metric: [paired.worse_log(1.0, ratio, direction_of(metric)) for ratio in ratios[metric]]
@@ -60,7 +76,11 @@ def replay(record: dict[str, Any], plan: paired.SequentialPlan) -> tuple[str, in
     return None
 
 
-def cell(records: list[dict[str, Any]], plan: paired.SequentialPlan) -> dict[str, Any]:
+def cell(
+    records: list[dict[str, Any]],
+    plan: paired.SequentialPlan,
+    gated: dict[str, float] | None = None,
+) -> dict[str, Any]:
     recorded = [r["outcome"] for r in records]
     replayed: list[str] = []
     pairs: list[int] = []
@@ -69,7 +89,7 @@ def cell(records: list[dict[str, Any]], plan: paired.SequentialPlan) -> dict[str
         if record["outcome"] not in VERDICTS:
             replayed.append("other")
             continue
-        result = replay(record, plan)
+        result = replay(record, plan, gated)
         if result is None:
             replayed.append("ran out")
             continue
@@ -91,7 +111,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tables", type=Path, nargs="+", help="files written by ab_table --json")
     parser.add_argument("--budget", type=int, default=20)
+    parser.add_argument(
+        "--tolerances",
+        default=None,
+        help="replay gating these metrics: METRIC=PERCENT,... (default: as recorded)",
+    )
     args = parser.parse_args()
+    gated = parse_tolerances(args.tolerances)
     plan = paired.SequentialPlan(budget=args.budget)
     pooled = saved_runs(args.tables)
     for (profile, slowdown), records in pooled.items():
@@ -101,7 +127,7 @@ def main() -> None:
         pooled[profile, slowdown] = kept
     print("cell            n   recorded: reg/same/inc  replayed: reg/same/inc/ran out/other")
     for profile, slowdown in sorted(pooled):
-        row = cell(pooled[profile, slowdown], plan)
+        row = cell(pooled[profile, slowdown], plan, gated)
         rec, rep = row["recorded"], row["replayed"]
         print(
             f"{f'{profile} {slowdown:g} %':<15} {row['experiments']:<3} "

@@ -84,3 +84,52 @@ def test_a_row_reports_both_spreads(ab_table: ModuleType) -> None:
     row = ab_table._row("very-long", 0.0, [record])
     assert (row["tpot_log_sd"], row["throughput_log_sd"]) == (0.2, 0.03)
     assert row["same"] == 1
+
+
+@pytest.fixture(scope="module")
+def ab_replay() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "ab_replay_under_test", SCRIPT.with_name("ab_replay.py")
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _throughput_only_record(tpot_ratio: float) -> dict[str, object]:
+    """An experiment gated on throughput alone, A = B there, with mean TPOT watched."""
+    steady = [1.0 + 0.002 * (-1) ** i for i in range(20)]
+    return {
+        "outcome": "same",
+        "pairs": 20,
+        "minutes": 10.0,
+        "tolerances": {"total_token_throughput": 5.0},
+        "ratios": {"total_token_throughput": steady},
+        "watched_ratios": {"mean_tpot_ms": [tpot_ratio * r for r in steady]},
+    }
+
+
+def test_replay_gates_a_watched_metric_when_asked(ab_replay: ModuleType) -> None:
+    from pytest_llmperf.gate.paired import SequentialPlan
+
+    plan = SequentialPlan(budget=20)
+    record = _throughput_only_record(tpot_ratio=1.3)
+    as_recorded = ab_replay.replay(record, plan)
+    assert as_recorded is not None
+    assert as_recorded[0] == "same"
+    both = {"total_token_throughput": 5.0, "mean_tpot_ms": 5.0}
+    replayed = ab_replay.replay(record, plan, both)
+    assert replayed is not None
+    assert replayed[0] == "regressed"  # the watched TPOT, 30 % worse, decides it
+
+
+def test_replay_of_a_metric_never_kept_runs_out(ab_replay: ModuleType) -> None:
+    from pytest_llmperf.gate.paired import SequentialPlan
+
+    record = _throughput_only_record(tpot_ratio=1.0)
+    del record["watched_ratios"]
+    both = {"total_token_throughput": 5.0, "mean_tpot_ms": 5.0}
+    assert ab_replay.replay(record, SequentialPlan(budget=20), both) is None
