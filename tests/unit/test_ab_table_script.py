@@ -1,4 +1,4 @@
-"""ab_table.py's own logic: the ``--tolerances`` option and the ratios of a watched metric."""
+"""ab_table.py's and ab_replay.py's own logic: ``--tolerances``, and a watched metric's ratios."""
 
 from __future__ import annotations
 
@@ -9,18 +9,28 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "ab_table.py"
+BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-@pytest.fixture(scope="module")
-def ab_table() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ab_table_under_test", SCRIPT)
+def _load(script: str) -> ModuleType:
+    """A bench script as a module (tests/bench is no package)."""
+    spec = importlib.util.spec_from_file_location(f"{script}_under_test", BENCH / f"{script}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def ab_table() -> ModuleType:
+    return _load("ab_table")
+
+
+@pytest.fixture(scope="module")
+def ab_replay() -> ModuleType:
+    return _load("ab_replay")
 
 
 def test_no_tolerances_gates_the_defaults(ab_table: ModuleType) -> None:
@@ -84,19 +94,6 @@ def test_a_row_reports_both_spreads(ab_table: ModuleType) -> None:
     row = ab_table._row("very-long", 0.0, [record])
     assert (row["tpot_log_sd"], row["throughput_log_sd"]) == (0.2, 0.03)
     assert row["same"] == 1
-
-
-@pytest.fixture(scope="module")
-def ab_replay() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "ab_replay_under_test", SCRIPT.with_name("ab_replay.py")
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _throughput_only_record(tpot_ratio: float) -> dict[str, object]:
