@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from pytest_llmperf.engines.session import Target
 from pytest_llmperf.gate import paired
@@ -64,6 +64,9 @@ class ABRequest:
     remeasure: int = 2
     nodeid: str = ""
     machine: dict[str, Any] | None = None
+    # Metrics whose per-pair ratios are recorded though not gated (``watched_ratios``): what a
+    # candidate did to a figure the test chose not to gate, from the very pairs it measured.
+    watch: Sequence[str] = ()
 
 
 def order(pair: int) -> tuple[str, str]:
@@ -307,14 +310,7 @@ def _experiment(
             "verdict": decision.status,
             "pairs": decision.pairs,
         }
-    ratios = {
-        metric: [
-            float(b.metrics[metric]) / float(a.metrics[metric])
-            for a, b in pairs
-            if metric in a.metrics and metric in b.metrics and a.metrics[metric]
-        ]
-        for metric in tolerances
-    }
+    watched = [m for m in dict.fromkeys(request.watch) if m not in tolerances]
     return {
         "reference": request.reference.variant,
         "candidate": request.candidate.variant,
@@ -327,8 +323,23 @@ def _experiment(
         "minutes": round(minutes, 3),
         "order": "".join(sequence),
         "metrics": metrics,
-        "ratios": ratios,
+        "ratios": {metric: _pair_ratios(pairs, metric) for metric in tolerances},
+        "watched_ratios": {metric: _pair_ratios(pairs, metric) for metric in watched},
     }
+
+
+def _pair_ratios(pairs: Sequence[tuple[Measurement, Measurement]], metric: str) -> list[float]:
+    """B/A of ``metric`` in each pair where A's value is a positive number and B has one."""
+    ratios = []
+    for a, b in pairs:
+        before, after = a.metrics.get(metric), b.metrics.get(metric)
+        if _is_number(before) and _is_number(after) and before > 0:
+            ratios.append(float(after) / float(before))
+    return ratios
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _result(

@@ -231,3 +231,70 @@ def test_an_interval_too_few_pairs_can_bound_is_shown_as_unbounded() -> None:
     )
     assert result.verdict.outcome is Outcome.INCONCLUSIVE
     assert {row[4] for row in ab_table(result).rows} == {"unbounded (too few pairs)"}
+
+
+def test_a_watched_metric_keeps_its_pair_ratios_without_gating() -> None:
+    # Gated on throughput alone; B's TPOT is 20 % longer but its throughput unchanged, so
+    # the verdict is same, and TPOT's pairs are still recorded, pair by pair.
+    log: list[str] = []
+
+    def candidate() -> Measurement:
+        run = _runs(log, "B", 1.0, 0.01, 2)()
+        metrics = dict(run.metrics)
+        metrics["mean_tpot_ms"] = metrics["mean_tpot_ms"] * 1.2
+        return Measurement(metrics=metrics, workload=run.workload, errors=(), failed=0)
+
+    request = _request(
+        tolerances={"total_token_throughput": 5.0},
+        watch=("total_token_throughput", "mean_tpot_ms", "mean_tpot_ms"),
+    )
+    result = run_ab(request, _runs(log, "A", 1.0, 0.01, 1), candidate)
+    assert result.verdict.outcome is Outcome.SAME
+    assert result.ab is not None
+    assert set(result.ab["ratios"]) == {"total_token_throughput"}  # the gated one stays there
+    watched = result.ab["watched_ratios"]
+    assert set(watched) == {"mean_tpot_ms"}
+    assert len(watched["mean_tpot_ms"]) == result.ab["pairs"]
+    assert all(1.15 < ratio < 1.25 for ratio in watched["mean_tpot_ms"])
+
+
+def test_watched_ratios_come_from_the_kept_pairs_after_a_remeasure() -> None:
+    # Pair 3's B run stalls; the pair is measured again. The watched ratios must pair each
+    # kept A with its own B, not with the discarded run (which a tally by position would).
+    log: list[str] = []
+    good_b = _runs(log, "B", 1.0, 0.0, 2)
+    calls = [0]
+
+    def candidate() -> Measurement:
+        calls[0] += 1
+        if calls[0] == 3:
+            stalled = _stalled(log, "B")
+            metrics = {**stalled.metrics, "output_throughput": 1.0}  # far from every kept B
+            return Measurement(
+                metrics=metrics,
+                workload=stalled.workload,
+                errors=(),
+                failed=0,
+                samples=stalled.samples,
+            )
+        run = good_b()
+        return Measurement(
+            metrics={**run.metrics, "output_throughput": 500.0},
+            workload=run.workload,
+            errors=(),
+            failed=0,
+        )
+
+    def reference() -> Measurement:
+        run = _runs(log, "A", 1.0, 0.0, 1)()
+        return Measurement(
+            metrics={**run.metrics, "output_throughput": 1000.0},
+            workload=run.workload,
+            errors=(),
+            failed=0,
+        )
+
+    result = run_ab(_request(watch=("output_throughput",)), reference, candidate)
+    assert result.ab is not None
+    assert len(result.ab["remeasured"]) == 1
+    assert result.ab["watched_ratios"] == {"output_throughput": [0.5] * result.ab["pairs"]}
