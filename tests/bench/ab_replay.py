@@ -30,12 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ab_table import (  # the same files, read and pooled as --from-json does
-    parse_tolerances,
-    saved_runs,
-)
+from ab_table import saved_runs  # the same files, read and pooled as --from-json does
+from noise_support import parse_tolerances
 
 from pytest_llmperf.gate import paired
+from pytest_llmperf.gate.ab import AB_TOLERANCES
 from pytest_llmperf.gate.verdict import direction_of
 
 VERDICTS = ("regressed", "same", "improved", "inconclusive")
@@ -117,7 +116,7 @@ def main() -> None:
         help="replay gating these metrics: METRIC=PERCENT,... (default: as recorded)",
     )
     args = parser.parse_args()
-    gated = parse_tolerances(args.tolerances)
+    gated = parse_tolerances(args.tolerances, allowed=AB_TOLERANCES)
     plan = paired.SequentialPlan(budget=args.budget)
     pooled = saved_runs(args.tables)
     for (profile, slowdown), records in pooled.items():

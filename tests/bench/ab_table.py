@@ -47,6 +47,9 @@ from typing import Any
 
 # Run as a script, Python puts only tests/bench on the path; tests.support is the repository's.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from noise_support import parse_tolerances
 
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.config import Settings
@@ -90,33 +93,6 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
     }
 
 
-def parse_tolerances(text: str | None) -> dict[str, float] | None:
-    """``--tolerances METRIC=PCT,...``: the gated metrics and their tolerances, or None."""
-    if not text:
-        return None
-    tolerances: dict[str, float] = {}
-    for item in text.split(","):
-        metric, _, value = item.partition("=")
-        metric = metric.strip()
-        try:
-            percent = float(value)
-        except ValueError:
-            percent = -1.0
-        if not metric or percent <= 0:
-            raise SystemExit(
-                f"--tolerances: {item!r} is not METRIC=PERCENT with a positive percent "
-                f"(e.g. total_token_throughput=5)"
-            )
-        tolerances[metric] = percent
-    unknown = sorted(set(tolerances) - set(AB_TOLERANCES))
-    if unknown:
-        # The table reads these two metrics' ratios; another metric would gate unseen.
-        raise SystemExit(
-            f"--tolerances: {', '.join(unknown)} is not one of {', '.join(AB_TOLERANCES)}"
-        )
-    return tolerances
-
-
 def _slowed_settings(mechanism: str, warmups: int, control: Path, log: Path) -> Settings:
     """B's settings: the same engine, slowed by the percent in ``control``."""
     if mechanism == "stop":
@@ -145,28 +121,6 @@ def _log_sd(ratios: list[float] | None) -> float | None:
     (``tests/bench/ab_power.py`` turns it into detection rates for a budget)."""
     logs = [math.log(r) for r in ratios or [] if r and r > 0]
     return round(statistics.stdev(logs), 4) if len(logs) >= 3 else None
-
-
-def _watched_ratios(
-    ab: dict[str, Any], taken: dict[str, list[dict[str, Any]]]
-) -> dict[str, list[float]]:
-    """Per pair, B/A of each table metric that the experiment did not gate. The i-th run of A
-    and of B form pair i; after a re-measured pair that no longer holds, so none is given."""
-    if ab.get("remeasured"):
-        return {}
-    watched: dict[str, list[float]] = {}
-    for metric in ("mean_tpot_ms", "total_token_throughput"):
-        if metric in ab.get("ratios", {}):
-            continue
-        ratios = [
-            float(b[metric]) / float(a[metric])
-            # strict=False: a run that ended the experiment mid-pair has no partner.
-            for a, b in zip(taken["A"], taken["B"], strict=False)
-            if a.get(metric) and b.get(metric) is not None
-        ]
-        if ratios:
-            watched[metric] = ratios
-    return watched
 
 
 def _median_or_none(values: list[float] | None) -> float | None:
@@ -212,7 +166,8 @@ def main() -> None:
     if args.from_json:
         print_table(pooled_rows(args.from_json))
         return
-    tolerances = parse_tolerances(args.tolerances)
+    # The table reads these two metrics' ratios; another metric would gate unseen.
+    tolerances = parse_tolerances(args.tolerances, allowed=AB_TOLERANCES)
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     profiles = args.profiles.split(",")
     work = Path(tempfile.mkdtemp(prefix="llmperf-ab-table-"))
@@ -246,27 +201,20 @@ def main() -> None:
                         hardware="cpu",
                         plan=SequentialPlan(budget=args.budget),
                         tolerances=tolerances,
+                        # The metric --tolerances left ungated keeps its pairs' ratios.
+                        watch=tuple(AB_TOLERANCES),
                     )
 
-                    taken: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+                    def run_on(target: Any, chosen: Any = profile) -> Any:
+                        return lambda: measure(target, chosen, workloads, settings, headers={})
 
-                    def run_on(
-                        target: Any, side: str, chosen: Any = profile, kept: Any = taken
-                    ) -> Any:
-                        def run() -> Any:
-                            measured = measure(target, chosen, workloads, settings, headers={})
-                            kept[side].append(dict(measured.metrics))
-                            return measured
-
-                        return run
-
-                    result = run_ab(request, run_on(a, "A"), run_on(b, "B"))
+                    result = run_ab(request, run_on(a), run_on(b))
                     time.sleep(0.5)  # B's engine logs its totals every 0.2 s
                     engine_seconds, added = _added_share(added_log, engine_seconds)
                     ab = result.ab or {}
                     metrics = ab.get("metrics", {})
                     tpot = metrics.get("mean_tpot_ms", {})
-                    watched = _watched_ratios(ab, taken)
+                    watched = ab.get("watched_ratios", {})
                     throughput = metrics.get("total_token_throughput", {})
                     record = {
                         "round": round_index,

@@ -14,7 +14,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,3 +96,36 @@ def wait_for_quiet(below: float | None, timeout_s: float = 3600.0) -> float:
         time.sleep(15)
         load = load_average()
     return load
+
+
+def parse_tolerances(
+    text: str | None, allowed: Collection[str] | None = None
+) -> dict[str, float] | None:
+    """``METRIC=PERCENT,...`` as the scripts' ``--tolerances`` take it, or None when empty.
+
+    ``allowed``, where given, names the metrics the script can gate: a script that reads only
+    some metrics' ratios would otherwise gate an unseen one. Errors name the option and the
+    item and say what was expected (a script's user sees them instead of a traceback).
+    """
+    if not text:
+        return None
+    tolerances: dict[str, float] = {}
+    for item in text.split(","):
+        metric, _, value = item.partition("=")
+        metric = metric.strip()
+        try:
+            percent = float(value)
+        except ValueError:
+            percent = -1.0
+        if not metric or not 0 < percent < float("inf"):
+            raise SystemExit(
+                f"--tolerances: {item.strip()!r} is not METRIC=PERCENT with a positive percent "
+                f"(e.g. total_token_throughput=5)"
+            )
+        tolerances[metric] = percent
+    unknown = sorted(set(tolerances) - set(allowed)) if allowed is not None else []
+    if unknown:
+        raise SystemExit(
+            f"--tolerances: {', '.join(unknown)} is not one of {', '.join(allowed or ())}"
+        )
+    return tolerances

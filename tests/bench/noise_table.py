@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 import yaml
-from noise_support import embedded_server, load_average, wait_for_quiet
+from noise_support import embedded_server, load_average, parse_tolerances, wait_for_quiet
 from slow_proxy import SlowProxyProcess
 
 from pytest_llmperf.atomic import write_atomically
@@ -144,10 +144,9 @@ def main() -> int:
         if args.sequential
         else [("repeat", None)]
     )
-    if args.tolerances:
-        tolerances = {
-            k: float(v) for k, v in (item.split("=") for item in args.tolerances.split(","))
-        }
+    given = parse_tolerances(args.tolerances)
+    if given:
+        tolerances = given
     elif args.shipped:
         found = shipped_tolerances(args.profile)
         if not found:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from pytest_llmperf.gate.ab import AB_TOLERANCES
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -33,51 +36,64 @@ def ab_replay() -> ModuleType:
     return _load("ab_replay")
 
 
-def test_no_tolerances_gates_the_defaults(ab_table: ModuleType) -> None:
-    assert ab_table.parse_tolerances(None) is None
-    assert ab_table.parse_tolerances("") is None
+@pytest.fixture(scope="module")
+def noise_support() -> ModuleType:
+    return _load("noise_support")
 
 
-def test_tolerances_name_the_gated_metrics(ab_table: ModuleType) -> None:
-    assert ab_table.parse_tolerances("total_token_throughput=5") == {"total_token_throughput": 5.0}
-    assert ab_table.parse_tolerances("total_token_throughput=5, mean_tpot_ms=7.5") == {
+def test_no_tolerances_gates_the_defaults(noise_support: ModuleType) -> None:
+    assert noise_support.parse_tolerances(None) is None
+    assert noise_support.parse_tolerances("") is None
+
+
+def test_tolerances_name_the_gated_metrics(noise_support: ModuleType) -> None:
+    parse = noise_support.parse_tolerances
+    assert parse("total_token_throughput=5") == {"total_token_throughput": 5.0}
+    assert parse("total_token_throughput=5, mean_tpot_ms=7.5", allowed=AB_TOLERANCES) == {
         "total_token_throughput": 5.0,
         "mean_tpot_ms": 7.5,
     }
 
 
-@pytest.mark.parametrize("text", ["total_token_throughput", "mean_tpot_ms=x", "mean_tpot_ms=0"])
-def test_a_malformed_tolerance_is_refused_by_name(ab_table: ModuleType, text: str) -> None:
+@pytest.mark.parametrize(
+    "text", ["total_token_throughput", "mean_tpot_ms=x", "mean_tpot_ms=0", "=5", "x=inf"]
+)
+def test_a_malformed_tolerance_is_refused_by_name(noise_support: ModuleType, text: str) -> None:
     with pytest.raises(SystemExit, match=r"--tolerances: .*METRIC=PERCENT"):
-        ab_table.parse_tolerances(text)
+        noise_support.parse_tolerances(text)
 
 
-def test_a_metric_the_table_does_not_read_is_refused(ab_table: ModuleType) -> None:
+def test_a_metric_outside_the_allowed_ones_is_refused(noise_support: ModuleType) -> None:
     with pytest.raises(SystemExit, match="p99_ttft_ms is not one of"):
-        ab_table.parse_tolerances("p99_ttft_ms=10")
+        noise_support.parse_tolerances("p99_ttft_ms=10", allowed=AB_TOLERANCES)
+    assert noise_support.parse_tolerances("p99_ttft_ms=10") == {"p99_ttft_ms": 10.0}
 
 
-def test_an_ungated_metric_is_watched_pair_by_pair(ab_table: ModuleType) -> None:
-    ab = {"ratios": {"total_token_throughput": [0.9, 0.95]}, "remeasured": []}
-    taken = {
-        "A": [
-            {"mean_tpot_ms": 10.0, "total_token_throughput": 100.0},
-            {"mean_tpot_ms": 20.0, "total_token_throughput": 100.0},
-        ],
-        "B": [
-            {"mean_tpot_ms": 11.0, "total_token_throughput": 90.0},
-            {"mean_tpot_ms": 24.0, "total_token_throughput": 95.0},
-        ],
-    }
-    watched = ab_table._watched_ratios(ab, taken)
-    assert watched == {"mean_tpot_ms": pytest.approx([1.1, 1.2])}
-
-
-def test_no_watched_ratios_after_a_remeasured_pair(ab_table: ModuleType) -> None:
-    # A discarded pair's runs are among those taken: pairing them by position would be wrong.
-    ab = {"ratios": {"total_token_throughput": [1.0]}, "remeasured": ["pair 1 measured again"]}
-    taken = {"A": [{"mean_tpot_ms": 1.0}] * 2, "B": [{"mean_tpot_ms": 1.0}]}
-    assert ab_table._watched_ratios(ab, taken) == {}
+@pytest.mark.parametrize(
+    ("command", "text", "expected"),
+    [
+        (["ab_table.py"], "p99_ttft_ms=10", "p99_ttft_ms is not one of"),
+        (["ab_replay.py", "absent.json"], "p99_ttft_ms=10", "p99_ttft_ms is not one of"),
+        (["noise_table.py"], "mean_tpot_ms", "'mean_tpot_ms' is not METRIC=PERCENT"),
+    ],
+)
+def test_each_script_refuses_bad_tolerances_before_it_starts_anything(
+    command: list[str], text: str, expected: str, tmp_path: Path
+) -> None:
+    # The scripts' own command lines, so a script that parsed the option its own way again
+    # (noise_table once split it inline and died with a traceback) fails here.
+    done = subprocess.run(
+        [sys.executable, str(BENCH / command[0]), *command[1:], "--tolerances", text],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert expected in done.stderr
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written, no server's folder
 
 
 def test_a_row_reports_both_spreads(ab_table: ModuleType) -> None:
