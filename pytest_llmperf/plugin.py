@@ -497,7 +497,7 @@ class LLMPerf:
         measure_on: Any,
     ) -> ProfileResult:
         """--llmperf-ab: this test's configuration (B) in pairs against the reference (A)."""
-        from pytest_llmperf.gate.ab import ABRequest, run_ab
+        from pytest_llmperf.gate.ab import AB_TOLERANCES, ABRequest, run_ab
         from pytest_llmperf.gate.paired import SequentialPlan
 
         reference: Target = self._request.getfixturevalue("llmperf_reference_target")
@@ -520,6 +520,8 @@ class LLMPerf:
             max_failed_requests=self.settings.max_failed_requests,
             nodeid=self._request.node.nodeid,
             machine=machine.as_dict() if machine is not None else None,
+            # A default metric the test chose not to gate is still shown, pair by pair.
+            watch=tuple(AB_TOLERANCES),
         )
         result = run_ab(request, measure_a, measure_b)
         if alternation is None or result.ab is None:

@@ -67,12 +67,14 @@ def faster() -> Iterator[StandInProcess]:
         yield server
 
 
-def _suite(pytester: pytest.Pytester, model: Path, a: str, b: str, *extra: str) -> list[str]:
+def _suite(
+    pytester: pytest.Pytester, model: Path, a: str, b: str, *extra: str, suite: str = SUITE
+) -> list[str]:
     pytester.makeini(
         "[pytest]\nasyncio_default_fixture_loop_scope = function\nllmperf_profiles = mini.yaml\n"
     )
     pytester.path.joinpath("mini.yaml").write_text(PROFILES, encoding="utf-8")
-    pytester.makepyfile(test_suite=SUITE)
+    pytester.makepyfile(test_suite=suite)
     pytester.path.joinpath("variants.yaml").write_text(
         "variants:\n"
         f"  - {{name: main, engine: vllm, endpoint: '{a}', reference: true}}\n"
@@ -140,7 +142,29 @@ def test_a_tripled_gap_regressed_and_fails(
     assert record["ab"]["pairs"] == 6  # decided at the first look
     assert record["ab"]["metrics"]["mean_tpot_ms"]["ratio_low"] > 1.4
     assert record["ab"]["metrics"]["total_token_throughput"]["verdict"] == "regressed"
+    assert record["ab"]["watched_ratios"] == {}  # both default metrics are gated
     result.stdout.fnmatch_lines(["*A/B mini: pr against main -> regressed*"])
+
+
+def test_an_ungated_default_metric_keeps_its_pair_ratios(
+    pytester: pytest.Pytester,
+    reference: StandInProcess,
+    slower: StandInProcess,
+    tiny_model_dir: Path,
+) -> None:
+    # Gated on throughput alone (as docs/ab.md suggests where TPOT is noisy), the experiment
+    # still records what B did to mean TPOT, pair by pair, without letting it decide.
+    throughput_only = SUITE.replace(', "mean_tpot_ms": 40', "")
+    args = _suite(
+        pytester, tiny_model_dir, reference.base_url, slower.base_url, suite=throughput_only
+    )
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(failed=1)
+    ab = _experiment(pytester)["ab"]
+    assert set(ab["metrics"]) == {"total_token_throughput"}
+    watched = ab["watched_ratios"]["mean_tpot_ms"]
+    assert len(watched) == ab["pairs"]
+    assert min(watched) > 1.4  # a tripled token gap
 
 
 def test_a_quartered_gap_improved_and_passes(
