@@ -35,6 +35,7 @@ import httpx
 
 from pytest_llmperf import redact
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
+from pytest_llmperf.engines.held_interrupts import interrupts_held
 from pytest_llmperf.engines.warden import EngineFamily
 from pytest_llmperf.engines.warden import descendants as _descendants
 from pytest_llmperf.engines.warden import group_members as _group_members
@@ -388,7 +389,12 @@ class EngineServer:
         """SIGTERM the group, SIGKILL after the grace period, wait until every process is gone.
 
         Returns the leader's exit code. Safe to call twice and on a server that already died.
+        A Ctrl-C that arrives meanwhile is raised when the engine is gone, not halfway.
         """
+        with interrupts_held():
+            return self._stop()
+
+    def _stop(self) -> int | None:
         if self._proc is None:
             return None
         if not self.stopped_on_request and self._proc.poll() is not None:

@@ -53,6 +53,7 @@ from noise_support import parse_tolerances
 
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.config import Settings
+from pytest_llmperf.engines.held_interrupts import interrupts_held
 from pytest_llmperf.engines.session import EngineSession
 from pytest_llmperf.gate.ab import AB_TOLERANCES, ABRequest, run_ab
 from pytest_llmperf.gate.paired import SequentialPlan
@@ -263,8 +264,9 @@ def main() -> None:
                         _write(args.json, profiles, slowdowns, results)
     finally:
         control.write_text("0", encoding="utf-8")
-        candidate.stop()
-        reference.stop()
+        with interrupts_held():  # a second Ctrl-C must not leave the reference running
+            candidate.stop()
+            reference.stop()
     print_table(_rows(profiles, slowdowns, results))
     print(f"total {(time.monotonic() - started) / 60:.1f} min")
 

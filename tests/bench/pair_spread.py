@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from pytest_llmperf.atomic import write_atomically
 from pytest_llmperf.config import Settings
 from pytest_llmperf.engines.embedded import embedded_engine_args
+from pytest_llmperf.engines.held_interrupts import interrupts_held
 from pytest_llmperf.engines.session import EMBEDDED_ENV, EngineSession, Target
 from pytest_llmperf.engines.tinymodel import SHAPE, generate
 from pytest_llmperf.gate.ab import AB_TOLERANCES
@@ -270,8 +271,9 @@ def main() -> None:
                 rows = {f"{p} {c}": cell.saved() for (p, c), cell in cells.items()}
                 write_atomically(args.json, json.dumps(rows, indent=1))
     finally:
-        for session in sessions:
-            session.stop()
+        with interrupts_held():  # a second Ctrl-C must not leave the later servers running
+            for session in sessions:
+                session.stop()
     print_table(cells)
     print(f"total {(time.monotonic() - started) / 60:.1f} min")
 
