@@ -23,6 +23,7 @@ from pytest_llmperf.engines.server import EngineServer, descendants, group_membe
 from pytest_llmperf.engines.warden import is_alive
 from pytest_llmperf.errors import EngineStartError
 from tests.conftest import TINY_MODEL_NAME, VLLM_TEST_ENV, free_port, requires_vllm, start_vllm
+from tests.support.files import wait_for_file
 from tests.support.processes import command_line, default_sigint, wait_gone
 
 pytestmark = [pytest.mark.e2e, requires_vllm]
@@ -140,11 +141,7 @@ def _pytest_holding_an_engine(tmp_path: Path) -> tuple[subprocess.Popen[bytes], 
         preexec_fn=default_sigint,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 300
-        while not marker.exists():
-            assert child.poll() is None, child.communicate()[0].decode(errors="replace")
-            assert time.monotonic() < deadline, "the engine never came up"
-            time.sleep(0.5)
+        assert wait_for_file(marker, 300, writer=child, interval=0.5), "the engine never came up"
         engine_pid = int(marker.read_text())
         family = {engine_pid, *descendants(engine_pid)}
         assert len(family) > 1, "vLLM runs its engine core in child processes"

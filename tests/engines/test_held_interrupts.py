@@ -24,6 +24,7 @@ from pytest_llmperf.engines.held_interrupts import interrupts_held
 from pytest_llmperf.engines.server import EngineServer
 from pytest_llmperf.engines.warden import is_alive
 from tests.conftest import free_port
+from tests.support.files import wait_for_file
 
 SLOW_TO_STOP = textwrap.dedent(
     """
@@ -50,10 +51,7 @@ def _slow_server(tmp_path: Path, name: str) -> tuple[EngineServer, Path]:
     server = EngineServer(get_engine("vllm"), plan, tmp_path / f"{name}.log", stop_grace=GRACE_S)
     server.start()
     up = noted.with_name(noted.name + ".up")
-    deadline = time.monotonic() + 30
-    while not up.exists():
-        assert time.monotonic() < deadline, "the stand-in engine never came up"
-        time.sleep(0.02)
+    assert wait_for_file(up, 30), "the stand-in engine never came up"
     return server, noted
 
 
@@ -61,11 +59,8 @@ def _interrupt_once_stopping(noted: Path) -> threading.Thread:
     """SIGINT this process as soon as the engine has its SIGTERM (the stop is under way)."""
 
     def send() -> None:
-        deadline = time.monotonic() + 30
-        while not noted.exists():
-            if time.monotonic() > deadline:
-                return  # no stop under way: an interrupt now would hit another test
-            time.sleep(0.02)
+        if not wait_for_file(noted, 30):
+            return  # no stop under way: an interrupt now would hit another test
         os.kill(os.getpid(), signal.SIGINT)
 
     sender = threading.Thread(target=send, daemon=True)

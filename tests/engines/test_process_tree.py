@@ -23,6 +23,7 @@ from pytest_llmperf.engines.base import LaunchPlan
 from pytest_llmperf.engines.server import EngineServer, descendants, group_members
 from pytest_llmperf.engines.warden import EngineFamily, is_alive, stop_family
 from tests.conftest import free_port
+from tests.support.files import wait_for_file
 from tests.support.processes import wait_gone
 
 # Leader -> child (stays in the group) -> grandchild (setsid: a group and session of its
@@ -59,10 +60,7 @@ NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 
 
 def _read_pids(path: Path, timeout: float = 30.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, "the engine never wrote its pids"
-        time.sleep(0.05)
+    assert wait_for_file(path, timeout), "the engine never wrote its pids"
     return [int(pid) for pid in path.read_text().split()]
 
 

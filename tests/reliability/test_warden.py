@@ -23,6 +23,7 @@ from pytest_llmperf.engines.base import LaunchPlan
 from pytest_llmperf.engines.server import EngineServer
 from pytest_llmperf.engines.warden import EngineFamily, is_alive
 from tests.conftest import free_port
+from tests.support.files import wait_for_file
 from tests.support.processes import command_line, wait_gone
 
 STUBBORN_ENGINE = textwrap.dedent(
@@ -121,11 +122,7 @@ def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Pa
     )  # fmt: skip
     family: list[int] = []
     try:
-        deadline = time.monotonic() + 30
-        while not pid_file.exists():
-            assert holder.poll() is None, holder.communicate()[0].decode(errors="replace")
-            assert time.monotonic() < deadline, "the stand-in engine never started"
-            time.sleep(0.05)
+        assert wait_for_file(pid_file, 30, writer=holder), "the stand-in engine never started"
         family = [int(p) for p in pid_file.read_text().split()]
         engine_pid = family[0]
         wardens = _warden_of(engine_pid)

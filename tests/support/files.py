@@ -1,11 +1,14 @@
-"""Files for tests: what a new file's permissions are here, and a reviewer's edit of a
-baseline file."""
+"""Files for tests: what a new file's permissions are here, waiting for a file another
+process writes, and a reviewer's edit of a baseline file."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 
@@ -14,6 +17,32 @@ def default_file_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)  # reading the umask means setting it: put it straight back
     return 0o666 & ~umask
+
+
+def wait_for_file(
+    path: Path,
+    timeout: float,
+    *,
+    writer: subprocess.Popen[bytes] | None = None,
+    interval: float = 0.02,
+) -> bool:
+    """Wait up to ``timeout`` seconds for ``path`` to exist; whether it does. Stand-in
+    engines and child pytest runs announce themselves by writing a file, so this is how a
+    test knows they got that far. When ``writer`` (the process that is to write it) exits
+    first, the wait is over and the test fails with what that process printed, which says
+    why far better than a timeout would."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if writer is not None and writer.poll() is not None:
+            output = writer.communicate()[0].decode(errors="replace")
+            pytest.fail(
+                f"the process that was to write {path.name} exited with {writer.returncode}"
+                f" first; its output:\n{output}"
+            )
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True
 
 
 def widen_tolerances(
