@@ -33,7 +33,9 @@ def wait_for_file(
     why far better than a timeout would."""
     deadline = time.monotonic() + timeout
     while not path.exists():
-        if writer is not None and writer.poll() is not None:
+        # The file is looked for once more: the writer may have written it and exited
+        # between the loop's look and this poll.
+        if writer is not None and writer.poll() is not None and not path.exists():
             output = writer.communicate()[0].decode(errors="replace")
             pytest.fail(
                 f"the process that was to write {path.name} exited with {writer.returncode}"
