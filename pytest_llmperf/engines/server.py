@@ -34,6 +34,7 @@ from types import TracebackType
 import httpx
 
 from pytest_llmperf import redact
+from pytest_llmperf.engines import scratch
 from pytest_llmperf.engines.base import EngineSpec, LaunchPlan
 from pytest_llmperf.engines.held_interrupts import interrupts_held
 from pytest_llmperf.engines.warden import EngineFamily
@@ -160,6 +161,7 @@ class EngineServer:
         self.stop_grace = stop_grace
         self.poll_interval = poll_interval
         self._warden: subprocess.Popen[bytes] | None = None
+        self.scratch_folder: Path | None = None  # the engine's TMPDIR while it runs
         self._no_process_yet()
 
     def _no_process_yet(self) -> None:
@@ -200,7 +202,9 @@ class EngineServer:
             # MindIE refuses a config file with a mode above 640; no engine needs more.
             path.chmod(0o640)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.plan.env}
+        self.scratch_folder = scratch.make()
+        # The plan's environment (with a variant's env:) may name another TMPDIR: it wins.
+        env = {**os.environ, **scratch.environment(self.scratch_folder), **self.plan.env}
         with self.log_path.open("ab") as log:
             try:
                 self._proc = subprocess.Popen(
@@ -213,11 +217,13 @@ class EngineServer:
                 )
                 self._family = EngineFamily(self._proc.pid)
             except FileNotFoundError:
+                self._remove_scratch()
                 raise EngineStartError(
                     f"{self.spec.display_name}: executable {self.plan.argv[0]!r} not found; "
                     f"install the engine or point --llmperf-engine-bin at it"
                 ) from None
             except PermissionError as exc:
+                self._remove_scratch()
                 raise EngineStartError(
                     f"{self.spec.display_name}: cannot execute {self.plan.argv[0]!r}: {exc}"
                 ) from None
@@ -246,7 +252,7 @@ class EngineServer:
         try:
             self._warden = subprocess.Popen(
                 [sys.executable, "-I", str(WARDEN), str(os.getpid()), str(self._proc.pid),
-                 str(self.stop_grace)],
+                 str(self.stop_grace), str(self.scratch_folder)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -419,7 +425,14 @@ class EngineServer:
             time.sleep(0.1)
         self._reap_group()
         self._stop_warden()
+        if not self._leftovers():  # a process that would not die may still use it
+            self._remove_scratch()
         return self.exit_code
+
+    def _remove_scratch(self) -> None:
+        if self.scratch_folder is not None:
+            scratch.remove(self.scratch_folder)
+            self.scratch_folder = None
 
     @property
     def exit_was_normal(self) -> bool:

@@ -14,7 +14,9 @@ which names a process by its pid *and* its start time: a pid that the system han
 unrelated process after the engine's one exited is never signalled. The process group is a
 POSIX notion (``os.getpgid``); there is no Windows support.
 
-It runs as its own interpreter (``python -I warden.py PARENT ENGINE GRACE``), imports only
+It runs as its own interpreter (``python -I warden.py PARENT ENGINE GRACE [SCRATCH]``), and
+once the engine is gone removes SCRATCH, the engine's temporary folder (``scratch.py``).
+It imports only
 the standard library and psutil (a dependency of the plugin, so installed next to it), and
 costs one scan of the process table a second. On a normal stop the plugin stops the engine
 itself (with the same functions) and then kills the warden.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import time
@@ -33,6 +36,7 @@ import psutil
 
 POLL_S = 0.5
 RESCAN_S = 1.0
+SCRATCH_PREFIX = "llmperf-engine-"  # scratch.PREFIX: the warden imports nothing of the plugin
 
 
 def running(process: psutil.Process) -> bool:
@@ -144,6 +148,7 @@ def stop_family(family: EngineFamily, grace: float) -> None:
 
 
 def watch(parent: int, engine: int, grace: float) -> None:
+    """Return once the engine is gone: on its own, or stopped because ``parent`` died."""
     family = EngineFamily(engine)
     last_scan = 0.0
     while os.getppid() == parent:
@@ -157,15 +162,24 @@ def watch(parent: int, engine: int, grace: float) -> None:
     stop_family(family, grace)
 
 
+def remove_scratch(folder: str) -> None:
+    """Remove the engine's temporary folder; only one named as the plugin names them."""
+    if os.path.basename(folder).startswith(SCRATCH_PREFIX):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: warden.py PARENT_PID ENGINE_PID GRACE_S", file=sys.stderr)
+    if len(argv) not in (3, 4):
+        print("usage: warden.py PARENT_PID ENGINE_PID GRACE_S [SCRATCH_DIR]", file=sys.stderr)
         return 2
     parent, engine, grace = int(argv[0]), int(argv[1]), float(argv[2])
     # A Ctrl-C at the terminal is pytest's to handle (it stops the engine itself); the
     # warden only acts once pytest is gone.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     watch(parent, engine, grace)
+    if len(argv) == 4:
+        # Also when the engine ended on its own: a pytest killed after that runs no teardown.
+        remove_scratch(argv[3])
     return 0
 
 

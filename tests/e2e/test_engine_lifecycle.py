@@ -47,6 +47,13 @@ def test_stream_chat_and_completion_then_stop_leaves_nothing(
     assert leader is not None
     children = descendants(leader)
     assert children, "vLLM runs its engine core in child processes"
+    engine_tmp = server.scratch_folder
+    assert engine_tmp is not None
+    # vLLM's sockets and rendezvous file are in the engine's own folder (engines/scratch.py),
+    # not in the system's, where they used to stay after every stop.
+    left_there = {p.name for p in engine_tmp.iterdir()}
+    assert any(name.startswith("vllm_dist_") for name in left_there), left_there
+    assert any(p.is_socket() for p in engine_tmp.iterdir()), left_there
     try:
         with httpx.Client(base_url=server.base_url, timeout=60, trust_env=False) as client:
             chat = _stream(
@@ -85,6 +92,7 @@ def test_stream_chat_and_completion_then_stop_leaves_nothing(
     assert group_members(leader) == set()
     assert server.leftover_pids() == set()
     assert not [pid for pid in children if is_alive(pid)]
+    assert not engine_tmp.exists()
 
 
 def test_broken_model_path_fails_fast_with_the_engines_error(tmp_path: Path) -> None:

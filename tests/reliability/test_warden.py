@@ -35,8 +35,9 @@ STUBBORN_ENGINE = textwrap.dedent(
         os.setsid()  # out of the engine's session, as some engines' schedulers do
         time.sleep(600)
         os._exit(0)
+    open(os.path.join(os.environ["TMPDIR"], "left-behind.sock"), "w").close()
     with open(sys.argv[1] + ".partial", "w") as out:
-        out.write(f"{os.getpid()} {child}")
+        out.write(f"{os.getpid()} {child} {os.environ['TMPDIR']}")
     os.replace(sys.argv[1] + ".partial", sys.argv[1])
     time.sleep(600)
     """
@@ -112,6 +113,7 @@ def _scanned_since_now(warden: int, engine_pid: int, timeout: float = 20.0) -> b
 
 
 def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Path) -> None:
+    """The warden also removes the engine's temporary folder with what the engine left there."""
     engine_script = tmp_path / "stubborn_engine.py"
     engine_script.write_text(STUBBORN_ENGINE)
     pid_file = tmp_path / "engine.pids"
@@ -123,8 +125,10 @@ def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Pa
     family: list[int] = []
     try:
         assert wait_for_file(pid_file, 30, writer=holder), "the stand-in engine never started"
-        family = [int(p) for p in pid_file.read_text().split()]
+        engine, child, engine_tmp = pid_file.read_text().split()
+        family = [int(engine), int(child)]
         engine_pid = family[0]
+        assert (Path(engine_tmp) / "left-behind.sock").exists()
         wardens = _warden_of(engine_pid)
         assert wardens, "the engine runs with a warden"
         # The family is complete; the warden must scan it once more to know the child that
@@ -136,6 +140,8 @@ def test_engine_that_ignores_sigterm_goes_when_its_holder_is_killed(tmp_path: Pa
         survivors = wait_gone(family, timeout=20)
         assert survivors == [], f"left behind: {survivors} of {family}"
         assert wait_gone(_wardens_of(engine_pid), timeout=5) == [], "the warden exits too"
+        # and it removed the engine's temporary folder (engines/scratch.py) before it did
+        assert not Path(engine_tmp).exists()
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -180,5 +186,8 @@ def test_the_warden_leaves_when_the_engine_has_gone_on_its_own(tmp_path: Path) -
         wardens = _warden_of(server.pid)
         assert len(wardens) == 1
         assert wait_gone(wardens, timeout=10) == []
+        # It took the engine's temporary folder with it: a pytest killed now leaves nothing.
+        assert server.scratch_folder is not None
+        assert not server.scratch_folder.exists()
     finally:
         server.stop()
