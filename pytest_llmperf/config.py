@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pytest_llmperf.variants import Variant
 
+AB_BUDGET = 20  # pairs of an A/B comparison by default; see gate/paired.py for what it buys
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -54,7 +56,9 @@ class Settings:
     # --llmperf-ab: each non-reference variant (B) is measured in pairs against the reference
     # (A), both serving at once; see gate/ab.py.
     ab: bool = False
-    ab_budget: int = 20  # the most pairs per profile
+    # --llmperf-ab-budget, the most pairs per profile; None: the profile's own on the embedded
+    # default, else AB_BUDGET (measure/run.py, ab_budget)
+    ab_budget: int | None = None
     # --llmperf-ab-restart: A and B do not both fit; one server at a time (engines/alternation.py)
     ab_restart: bool = False
     ab_minutes: float | None = None  # a time budget per profile besides the pairs

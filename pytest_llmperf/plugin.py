@@ -499,6 +499,7 @@ class LLMPerf:
         """--llmperf-ab: this test's configuration (B) in pairs against the reference (A)."""
         from pytest_llmperf.gate.ab import AB_TOLERANCES, ABRequest, run_ab
         from pytest_llmperf.gate.paired import SequentialPlan
+        from pytest_llmperf.measure.run import ab_budget
 
         reference: Target = self._request.getfixturevalue("llmperf_reference_target")
         alternation = _alternation(self._request.config, self.settings)
@@ -514,7 +515,9 @@ class LLMPerf:
             candidate=self.target,
             profile=profile,
             hardware=self._request.config.stash[HARDWARE],
-            plan=SequentialPlan(budget=self.settings.ab_budget),
+            plan=SequentialPlan(
+                budget=ab_budget(profile, self.settings, embedded=self.target.embedded)
+            ),
             tolerances=tolerances,
             minutes=self.settings.ab_minutes,
             max_failed_requests=self.settings.max_failed_requests,

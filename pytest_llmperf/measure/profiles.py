@@ -52,6 +52,9 @@ class WorkloadProfile:
     # Prompts when the embedded tiny model serves on two CPU cores: enough for stable numbers,
     # few enough that the whole suite runs in minutes. Not part of the workload's identity.
     embedded_num_prompts: int | None = None
+    # The A/B budget in pairs (--llmperf-ab-budget) at that scale, where the default of 20 is
+    # too few for the profile's pair spread on two cores (docs/noise.md). Not identity either.
+    embedded_ab_budget: int | None = None
     # A sweep profile measures one run per load of ``sweep`` (docs/sweeps.md), judged by ``slo``.
     sweep: SweepSpec | None = None
     slo: tuple[Slo, ...] = ()
@@ -222,9 +225,8 @@ def _build(source: str, name: str, raw: Any) -> WorkloadProfile:
         )
     _positive_int(source, name, "num_prompts", data.get("num_prompts"), optional=False)
     _positive_int(source, name, "max_concurrency", data.get("max_concurrency"), optional=True)
-    _positive_int(
-        source, name, "embedded_num_prompts", data.get("embedded_num_prompts"), optional=True
-    )
+    for embedded_key in ("embedded_num_prompts", "embedded_ab_budget"):
+        _positive_int(source, name, embedded_key, data.get(embedded_key), optional=True)
     random_dataset = data["dataset"] == "random" or (
         data["dataset"] == "multi-turn" and data.get("user_turns", "random") == "random"
     )

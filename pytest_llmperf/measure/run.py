@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf.config import Settings
+from pytest_llmperf.config import AB_BUDGET, Settings
 from pytest_llmperf.engines.base import EngineSpec
 from pytest_llmperf.engines.session import Target, reset_prefix_cache
 from pytest_llmperf.errors import EngineStartError
@@ -211,3 +211,14 @@ def scaled_profile(
     if embedded and profile.embedded_num_prompts is not None:
         return profile.scaled(profile.embedded_num_prompts)
     return profile
+
+
+def ab_budget(profile: WorkloadProfile, settings: Settings, *, embedded: bool) -> int:
+    """The most pairs of an A/B comparison: --llmperf-ab-budget, else the profile's own budget
+    on the embedded default at its own scale, else the default."""
+    if settings.ab_budget is not None:
+        return settings.ab_budget
+    own_scale = settings.num_prompts is None
+    if embedded and own_scale and profile.embedded_ab_budget is not None:
+        return profile.embedded_ab_budget
+    return AB_BUDGET

@@ -10,7 +10,8 @@ cores, docs/noise.md). With ``step``, B's engine logs the busy and added seconds
 shows the share really added. Per
 profile and slowdown, ``--experiments`` A/B experiments (``gate.ab.run_ab`` exactly as
 ``pytest --llmperf-ab`` runs it: runs A,B,B,A,..., warm-ups and a fresh cache salt before
-each, the sequential rule with ``--budget`` pairs). Rows run in a shuffled order per round, so
+each, the sequential rule with ``--budget`` pairs, by default the plugin's for the profile
+on the embedded default). Rows run in a shuffled order per round, so
 that load from elsewhere falls on every row alike.
 
 A slowdown of 0 % that ends "regressed" is a false alarm; a slowed B that ends "regressed" is
@@ -18,7 +19,7 @@ a detection. "B/A TPOT" is the median over the row's experiments of the measured
 of mean TPOT: the calibration (what the nominal CPU slowdown did to this workload).
 
     python tests/bench/ab_table.py [--profiles short,medium] [--experiments 20]
-                                   [--slowdowns 0,5,10,20] [--budget 20] [--json out.json]
+                                   [--slowdowns 0,5,10,20] [--budget N] [--json out.json]
                                    [--tolerances total_token_throughput=5]
     python tests/bench/ab_table.py --from-json first.json second.json   # saved runs, pooled
 
@@ -58,7 +59,7 @@ from pytest_llmperf.engines.session import EngineSession
 from pytest_llmperf.gate.ab import AB_TOLERANCES, ABRequest, run_ab
 from pytest_llmperf.gate.paired import SequentialPlan
 from pytest_llmperf.measure.profiles import builtin_profiles
-from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
+from pytest_llmperf.measure.run import Workloads, ab_budget, measure, scaled_profile
 from tests.support.engine_slowdown import pythonpath_with_slowdown
 
 HERE = Path(__file__).resolve().parent
@@ -150,7 +151,8 @@ def main() -> None:
     parser.add_argument("--profiles", default="short")
     parser.add_argument("--experiments", type=int, default=20)
     parser.add_argument("--slowdowns", default="0,5,10,20")
-    parser.add_argument("--budget", type=int, default=20)
+    # Default: the plugin's (20, or the profile's embedded_ab_budget).
+    parser.add_argument("--budget", type=int, default=None)
     parser.add_argument("--warmups", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
@@ -200,7 +202,9 @@ def main() -> None:
                         candidate=b,
                         profile=profile,
                         hardware="cpu",
-                        plan=SequentialPlan(budget=args.budget),
+                        plan=SequentialPlan(
+                            budget=args.budget or ab_budget(profile, settings, embedded=True)
+                        ),
                         tolerances=tolerances,
                         # The metric --tolerances left ungated keeps its pairs' ratios.
                         watch=tuple(AB_TOLERANCES),

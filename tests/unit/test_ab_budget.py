@@ -1,0 +1,63 @@
+"""How many pairs an A/B comparison may take: the option, else the profile's own budget on
+the embedded default, else 20 (``measure.run.ab_budget``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmperf.config import AB_BUDGET, Settings
+from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.measure.profiles import builtin_profiles, parse_profiles
+from pytest_llmperf.measure.run import ab_budget
+
+WIDE = builtin_profiles()["sharegpt-bs4"]  # the one profile that needs more pairs on 2 cores
+NARROW = builtin_profiles()["long"]
+
+
+def test_the_shipped_profiles_ask_for_more_pairs_only_where_measured() -> None:
+    assert AB_BUDGET == 20
+    assert WIDE.embedded_ab_budget == 40
+    others = {
+        name: p.embedded_ab_budget for name, p in builtin_profiles().items() if name != WIDE.name
+    }
+    assert set(others.values()) == {None}, others
+
+
+@pytest.mark.parametrize(
+    ("profile", "settings", "embedded", "expected"),
+    [
+        (WIDE, Settings(), True, 40),  # the embedded default at its own scale
+        (NARROW, Settings(), True, AB_BUDGET),
+        (WIDE, Settings(), False, AB_BUDGET),  # a real model: its spread was never measured
+        (WIDE, Settings(num_prompts=64), True, AB_BUDGET),  # another scale, another spread
+        (WIDE, Settings(ab_budget=12), True, 12),  # --llmperf-ab-budget wins everywhere
+        (NARROW, Settings(ab_budget=60), False, 60),
+    ],
+    ids=["own", "profile-without", "not-embedded", "other-scale", "option", "option-real"],
+)
+def test_the_budget_comes_from_the_option_else_the_profile_else_the_default(
+    profile: object, settings: Settings, embedded: bool, expected: int
+) -> None:
+    assert ab_budget(profile, settings, embedded=embedded) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [0, -3, "forty", 2.5])
+def test_a_bad_embedded_budget_names_the_file_the_profile_and_the_key(value: object) -> None:
+    text = (
+        "profiles:\n  mine:\n    dataset: random\n    num_prompts: 8\n    input_len: 8\n"
+        f"    output_len: 2\n    embedded_ab_budget: {value}\n"
+    )
+    with pytest.raises(ProfileError, match="embedded_ab_budget") as info:
+        parse_profiles(text, "my.yaml")
+    assert "my.yaml: profile 'mine'" in str(info.value)
+
+
+def test_an_own_profile_may_set_it() -> None:
+    text = (
+        "profiles:\n  mine:\n    dataset: random\n    num_prompts: 8\n    input_len: 8\n"
+        "    output_len: 2\n    embedded_ab_budget: 30\n"
+    )
+    mine = parse_profiles(text, "my.yaml")["mine"]
+    assert ab_budget(mine, Settings(), embedded=True) == 30
+    # The budget is how it is compared, not what is measured: the identity keeps it out.
+    assert "embedded_ab_budget" not in str(mine.workload())
