@@ -16,6 +16,7 @@ engine's folder holds a link to where they would have been.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import re
@@ -24,13 +25,31 @@ import tempfile
 from pathlib import Path
 
 PREFIX = "llmperf-engine-"
+# A UNIX socket's path must fit in 104 bytes (macOS; 108 on Linux), and vLLM names its sockets
+# with a 36-character uuid inside the temporary folder. mkdtemp adds 8 characters to PREFIX.
+SOCKET_PATH_MAX = 100
+SOCKET_NAME_LEN = 36
+FALLBACK_PARENT = "/tmp"  # short enough wherever a long TMPDIR (macOS: /var/folders/...) is not
 
 
-def make() -> Path:
-    """A new, empty folder under the temporary folder this process uses (honours TMPDIR)."""
-    folder = Path(tempfile.mkdtemp(prefix=PREFIX))
-    _link_shared_caches(folder)
-    return folder
+def make() -> Path | None:
+    """A new, empty folder under the temporary folder this process uses (honours TMPDIR), or
+    under /tmp where that one's path is too long for sockets inside the new folder; None when
+    neither can be made (the engine then keeps the temporary folder it would have had)."""
+    for parent in (tempfile.gettempdir(), FALLBACK_PARENT):
+        if _socket_path_length(parent) > SOCKET_PATH_MAX:
+            continue
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
+        except OSError:
+            continue
+        _link_shared_caches(folder)
+        return folder
+    return None
+
+
+def _socket_path_length(parent: str) -> int:
+    return len(os.path.join(parent, PREFIX + "x" * 8, "y" * SOCKET_NAME_LEN).encode())
 
 
 def environment(folder: Path) -> dict[str, str]:
@@ -54,7 +73,8 @@ def _link_shared_caches(folder: Path) -> None:
         shared.mkdir(exist_ok=True)
     except OSError:
         return  # not ours to make (another user's name, a file there): torch copes
-    os.symlink(shared, folder / shared.name, target_is_directory=True)
+    with contextlib.suppress(OSError):  # no links on this file system: torch builds its own
+        os.symlink(shared, folder / shared.name, target_is_directory=True)
 
 
 def _inductor_folder_name() -> str:

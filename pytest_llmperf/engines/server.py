@@ -202,10 +202,11 @@ class EngineServer:
             # MindIE refuses a config file with a mode above 640; no engine needs more.
             path.chmod(0o640)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.scratch_folder = scratch.make()
-        # The plan's environment (with a variant's env:) may name another TMPDIR: it wins.
-        env = {**os.environ, **scratch.environment(self.scratch_folder), **self.plan.env}
         with self.log_path.open("ab") as log:
+            self.scratch_folder = scratch.make()
+            own_tmp = scratch.environment(self.scratch_folder) if self.scratch_folder else {}
+            # The plan's environment (with a variant's env:) may name another TMPDIR: it wins.
+            env = {**os.environ, **own_tmp, **self.plan.env}
             try:
                 self._proc = subprocess.Popen(
                     list(self.plan.argv),  # an argv list: never through a shell
@@ -227,6 +228,10 @@ class EngineServer:
                 raise EngineStartError(
                     f"{self.spec.display_name}: cannot execute {self.plan.argv[0]!r}: {exc}"
                 ) from None
+            except BaseException:
+                if self._proc is None:  # no engine to use the folder
+                    self._remove_scratch()
+                raise
         self._start_warden()
 
     def restart(self) -> None:
@@ -252,7 +257,8 @@ class EngineServer:
         try:
             self._warden = subprocess.Popen(
                 [sys.executable, "-I", str(WARDEN), str(os.getpid()), str(self._proc.pid),
-                 str(self.stop_grace), str(self.scratch_folder)],
+                 str(self.stop_grace),
+                 *([str(self.scratch_folder)] if self.scratch_folder else [])],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

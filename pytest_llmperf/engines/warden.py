@@ -14,12 +14,11 @@ which names a process by its pid *and* its start time: a pid that the system han
 unrelated process after the engine's one exited is never signalled. The process group is a
 POSIX notion (``os.getpgid``); there is no Windows support.
 
-It runs as its own interpreter (``python -I warden.py PARENT ENGINE GRACE [SCRATCH]``), and
-once the engine is gone removes SCRATCH, the engine's temporary folder (``scratch.py``).
-It imports only
-the standard library and psutil (a dependency of the plugin, so installed next to it), and
-costs one scan of the process table a second. On a normal stop the plugin stops the engine
-itself (with the same functions) and then kills the warden.
+It runs as its own interpreter (``python -I warden.py PARENT ENGINE GRACE [SCRATCH]``),
+imports only the standard library and psutil (a dependency of the plugin, so installed next
+to it), and costs one scan of the process table a second. Once the engine is gone it removes
+SCRATCH, the engine's temporary folder (``scratch.py``). On a normal stop the plugin stops the
+engine itself (with the same functions) and then kills the warden.
 """
 
 from __future__ import annotations

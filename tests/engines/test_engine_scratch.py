@@ -1,15 +1,17 @@
 """Each engine process gets a temporary folder of its own, and nothing of it outlives the engine.
 
 A stand-in engine leaves files in its temporary folder as vLLM does (sockets, a rendezvous
-file), then the server stops it. The system's temporary folder is one under ``tmp_path``
-here, so the test sees everything made in it and leaves the machine's own alone.
+file), then the server stops it. The system's temporary folder is a new, empty one here,
+so the test sees everything made in it and leaves the rest of the machine's alone.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,18 +39,33 @@ LITTERING_ENGINE = textwrap.dedent(
 )
 
 
+# Only says where its temporary folder is (a socket would not fit in a long one).
+REPORTING_ENGINE = textwrap.dedent(
+    """
+    import os, sys, tempfile, time
+    with open(sys.argv[1] + ".partial", "w") as out:
+        out.write(tempfile.gettempdir())
+    os.replace(sys.argv[1] + ".partial", sys.argv[1])
+    time.sleep(600)
+    """
+)
+
+
 @pytest.fixture
-def system_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The temporary folder of this process, for the duration of a test."""
-    folder = tmp_path / "system-tmp"
-    folder.mkdir()
+def system_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The temporary folder of this process, for the duration of a test: a new one under /tmp,
+    short as a system's is (tmp_path is too long for sockets inside a folder inside it)."""
+    folder = Path(tempfile.mkdtemp(prefix="llmperf-test-", dir="/tmp"))
     monkeypatch.setattr(tempfile, "tempdir", str(folder))  # what gettempdir() returns
-    return folder
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
-def _server(tmp_path: Path, env: dict[str, str] | None = None) -> tuple[EngineServer, Path]:
-    script = tmp_path / "littering_engine.py"
-    script.write_text(LITTERING_ENGINE)
+def _server(
+    tmp_path: Path, env: dict[str, str] | None = None, engine: str = LITTERING_ENGINE
+) -> tuple[EngineServer, Path]:
+    script = tmp_path / "stand_in_engine.py"
+    script.write_text(engine)
     report = tmp_path / "engine-tmp.txt"
     url = f"http://127.0.0.1:{free_port()}"
     plan = LaunchPlan(
@@ -121,6 +138,42 @@ def test_an_engine_that_cannot_start_leaves_no_folder(tmp_path: Path, system_tmp
     with pytest.raises(EngineStartError, match="not found"):
         server.start()
     assert not list(system_tmp.glob("llmperf-engine-*"))
+
+
+def test_a_temporary_folder_too_long_for_sockets_falls_back_to_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM binds sockets inside the folder; a socket path has at most 104 bytes on macOS,
+    whose TMPDIR (/var/folders/...) is already about 50 long."""
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    folder = scratch.make()
+    assert folder is not None
+    try:
+        assert folder.parent == Path("/tmp")
+        assert len(str(folder / ("u" * 36))) <= 100
+    finally:
+        scratch.remove(folder)
+    assert not folder.exists()
+
+
+def test_with_no_short_folder_the_engine_keeps_the_temporary_folder_it_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    monkeypatch.setattr(scratch, "FALLBACK_PARENT", str(deep))
+    monkeypatch.setenv("TMPDIR", str(deep))
+    server, report = _server(tmp_path, engine=REPORTING_ENGINE)
+    server.start()
+    try:
+        assert wait_for_file(report, 30), "the stand-in engine never started"
+        assert server.scratch_folder is None
+        assert Path(report.read_text()) == deep
+    finally:
+        server.stop()
 
 
 def test_removal_is_refused_for_a_folder_the_plugin_did_not_make(tmp_path: Path) -> None:
