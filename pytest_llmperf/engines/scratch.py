@@ -20,11 +20,14 @@ import contextlib
 import getpass
 import os
 import re
-import shutil
 import tempfile
 from pathlib import Path
 
-PREFIX = "llmperf-engine-"
+# The warden runs as a script and imports nothing of the plugin, so the name of the folders
+# and their removal live there, once.
+from pytest_llmperf.engines.warden import SCRATCH_PREFIX as PREFIX
+from pytest_llmperf.engines.warden import remove_scratch
+
 # A UNIX socket's path must fit in 104 bytes (macOS; 108 on Linux), and vLLM names its sockets
 # with a 36-character uuid inside the temporary folder. mkdtemp adds 8 characters to PREFIX.
 SOCKET_PATH_MAX = 100
@@ -60,9 +63,9 @@ def environment(folder: Path) -> dict[str, str]:
 
 
 def remove(folder: Path) -> None:
-    """Remove ``folder`` and what the engine left in it; links are removed, not followed."""
-    if folder.name.startswith(PREFIX):  # never more than a folder this module made
-        shutil.rmtree(folder, ignore_errors=True)
+    """Remove ``folder`` and what the engine left in it; links are removed, not followed.
+    Only a folder named as this module names them: never more than one it made."""
+    remove_scratch(str(folder))
 
 
 def _link_shared_caches(folder: Path) -> None:

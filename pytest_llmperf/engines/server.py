@@ -218,20 +218,17 @@ class EngineServer:
                 )
                 self._family = EngineFamily(self._proc.pid)
             except FileNotFoundError:
-                self._remove_scratch()
                 raise EngineStartError(
                     f"{self.spec.display_name}: executable {self.plan.argv[0]!r} not found; "
                     f"install the engine or point --llmperf-engine-bin at it"
                 ) from None
             except PermissionError as exc:
-                self._remove_scratch()
                 raise EngineStartError(
                     f"{self.spec.display_name}: cannot execute {self.plan.argv[0]!r}: {exc}"
                 ) from None
-            except BaseException:
-                if self._proc is None:  # no engine to use the folder
+            finally:
+                if self._proc is None:  # no engine came to use the folder
                     self._remove_scratch()
-                raise
         self._start_warden()
 
     def restart(self) -> None:

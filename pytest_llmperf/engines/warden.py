@@ -35,7 +35,7 @@ import psutil
 
 POLL_S = 0.5
 RESCAN_S = 1.0
-SCRATCH_PREFIX = "llmperf-engine-"  # scratch.PREFIX: the warden imports nothing of the plugin
+SCRATCH_PREFIX = "llmperf-engine-"  # the engine's temporary folders (scratch.py) start so
 
 
 def running(process: psutil.Process) -> bool:

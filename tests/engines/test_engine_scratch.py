@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.engines import get_engine, scratch, warden
+from pytest_llmperf.engines import get_engine, scratch
 from pytest_llmperf.engines.base import LaunchPlan
 from pytest_llmperf.engines.server import EngineServer
 from pytest_llmperf.errors import EngineStartError
@@ -181,13 +181,7 @@ def test_removal_is_refused_for_a_folder_the_plugin_did_not_make(tmp_path: Path)
     precious.mkdir()
     (precious / "run.json").write_text("{}")
     scratch.remove(precious)
-    warden.remove_scratch(str(precious))
     assert (precious / "run.json").exists()
-
-
-def test_the_warden_knows_the_folders_by_the_same_name() -> None:
-    # The warden imports nothing of the plugin, so it repeats the prefix.
-    assert warden.SCRATCH_PREFIX == scratch.PREFIX
 
 
 def test_the_link_is_where_torch_looks_for_its_cache(system_tmp: Path) -> None:
