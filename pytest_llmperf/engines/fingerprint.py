@@ -43,10 +43,14 @@ ISA_LEVELS = (
 # What decides comparability. On an accelerator the engine's speed is the accelerator's: the
 # host CPU is reported, not compared. Without one, the CPU is the engine.
 COMPARED_ACCELERATED = ("accelerator", "accelerator_count", "accelerator_memory_gib")
-COMPARED_CPU_ONLY = ("arch", "cpu", "isa", "cores")
+COMPARED_CPU_ONLY = ("arch", "cpu", "cpu_generation", "isa", "cores")
+# Compared only where both entries record it: entries written before the field existed stay
+# comparable with the machine that wrote them.
+COMPARED_WHEN_BOTH_KNOW = frozenset({"cpu_generation"})
 LABELS = {
     "arch": "architecture",
     "cpu": "CPU model",
+    "cpu_generation": "CPU family and model number",
     "isa": "CPU vector ISA",
     "cores": "usable CPU cores",
     "memory_gib": "memory (GiB)",
@@ -79,6 +83,10 @@ class Fingerprint:
     isa: str
     cores: int
     memory_gib: float | None
+    # The CPU's family and model numbers ("family 26 model 2"; on Arm the implementer and
+    # part): virtual machines often show one model name ("AMD EPYC") for CPU generations that
+    # serve the embedded model a third apart, and these numbers tell them apart.
+    cpu_generation: str | None = None
     accelerator: str | None = None  # the first device's name; mixed machines list all in notes
     accelerator_count: int = 0
     accelerator_memory_gib: int | None = None
@@ -95,6 +103,8 @@ class Fingerprint:
         out: dict[str, Any] = {"key": machine_key(self)}
         for name in ("arch", "cpu", "isa", "cores", "memory_gib"):
             out[name] = getattr(self, name)
+        if self.cpu_generation:
+            out["cpu_generation"] = self.cpu_generation
         if self.accelerator:
             for name in ("accelerator", "accelerator_count", "accelerator_memory_gib"):
                 out[name] = getattr(self, name)
@@ -205,6 +215,19 @@ def _cpuinfo_field(cpuinfo: str, *names: str) -> str:
     return ""
 
 
+def cpu_generation(cpuinfo: str) -> str | None:
+    """``family 26 model 2`` (x86) or ``implementer 0x41 part 0xd0c`` (Arm); None where
+    /proc/cpuinfo does not say (macOS's sysctl summary)."""
+    family, model = _cpuinfo_field(cpuinfo, "cpu family"), _cpuinfo_field(cpuinfo, "model")
+    if family and model:
+        return f"family {family} model {model}"
+    implementer = _cpuinfo_field(cpuinfo, "CPU implementer")
+    part = _cpuinfo_field(cpuinfo, "CPU part")
+    if implementer and part:
+        return f"implementer {implementer} part {part}"
+    return None
+
+
 def isa_level(flags: str) -> str:
     present = set(flags.lower().split())
     for level, flag in ISA_LEVELS:
@@ -255,6 +278,7 @@ def from_probe(raw: Probe) -> Fingerprint:
     return Fingerprint(
         arch=raw.arch,
         cpu=re.sub(r"\s+", " ", cpu) or "unknown",
+        cpu_generation=cpu_generation(raw.cpuinfo),
         isa=isa_level(_cpuinfo_field(raw.cpuinfo, "flags", "Features")),
         cores=cores,
         memory_gib=None if raw.memory_kib is None else round(raw.memory_kib / 1024**2, 1),
@@ -313,6 +337,8 @@ def differences(
     out = []
     for name in fields:
         before, after = recorded.get(name), now.get(name)
+        if name in COMPARED_WHEN_BOTH_KNOW and not (before and after):
+            continue
         if _normal(before) != _normal(after):
             out.append(f"{LABELS[name]}: {_shown(before)} recorded, {_shown(after)} here")
     return out
@@ -343,7 +369,10 @@ def describe(machine: Mapping[str, Any]) -> str:
         memory = machine.get("accelerator_memory_gib")
         parts.append(f"{count}x {machine['accelerator']}" + (f" {memory} GB" if memory else ""))
         parts.extend(str(machine[k]) for k in ("driver", "runtime") if machine.get(k))
-    parts.append(str(machine.get("cpu") or "unknown CPU"))
+    cpu = str(machine.get("cpu") or "unknown CPU")
+    if machine.get("cpu_generation"):
+        cpu += f" ({machine['cpu_generation']})"
+    parts.append(cpu)
     if machine.get("isa"):
         parts.append(str(machine["isa"]))
     if machine.get("cores"):
