@@ -17,7 +17,14 @@ import yaml
 from pytest_llmperf.engines import fingerprint
 from tests.support.gate_suite import MINI_PROFILES, baseline_file, first_result, record, write_suite
 from tests.support.stream_server import StandInProcess
-from tests.unit.test_fingerprint import A100_X8, AMX, AVX_ONLY, cpu_probe
+from tests.unit.test_fingerprint import (
+    A100_X8,
+    AMX,
+    AVX_ONLY,
+    ZEN4_GUEST,
+    ZEN5_GUEST,
+    cpu_probe,
+)
 
 WIDE = {"total_token_throughput": 60.0, "mean_tpot_ms": 60.0}
 H100 = "NVIDIA H100 80GB HBM3, 81559, 550.54.15"
@@ -170,6 +177,34 @@ def test_baseline_without_a_fingerprint_is_compared_with_a_note(
     outcome = first_result(pytester)
     assert outcome["outcome"] == "pass"
     assert any("recorded before fingerprints" in note for note in outcome["notes"])
+
+
+def test_same_cpu_name_and_key_but_another_generation_is_machine_changed(
+    pytester: pytest.Pytester,
+    args: list[str],
+    on_machine: Any,
+    tiny_model_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two guests that both say "AMD EPYC" and share cpu-avx512-2c: only the family and model
+    # numbers tell that the baseline came from a slower CPU.
+    shipped = _file(pytester, "cpu", tiny_model_dir)
+    on_machine(cpu_probe(ZEN4_GUEST))
+    _record_wide(pytester, args, shipped)
+    before = shipped.read_bytes()
+
+    on_machine(cpu_probe(ZEN5_GUEST))
+    monkeypatch.setenv("CI", "true")
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*CPU family and model number: family 25 model 17 recorded, family 26 model 2 here*"]
+    )
+    assert first_result(pytester)["outcome"] == "machine-changed"
+    assert shipped.read_bytes() == before
+
+    on_machine(cpu_probe(ZEN4_GUEST))
+    pytester.runpytest(*args).assert_outcomes(passed=1)
 
 
 def test_other_gpu_is_machine_changed_and_every_report_shows_both_machines(
