@@ -63,12 +63,13 @@ def _record_wide(pytester: pytest.Pytester, args: list[str], path: Path) -> None
     record(pytester, args, path, WIDE)
 
 
-def _shipped_on_amx(
-    pytester: pytest.Pytester, args: list[str], on_machine: Any, model: Path
+def _shipped(
+    pytester: pytest.Pytester, args: list[str], on_machine: Any, model: Path, cpuinfo: str = AMX
 ) -> tuple[Path, bytes]:
-    """The file a project ships: recorded under --hardware=cpu on an AMX machine, wide limits."""
+    """The file a project ships: recorded under --hardware=cpu on this CPU (an AMX machine
+    unless told), wide limits."""
     shipped = _file(pytester, "cpu", model)
-    on_machine(cpu_probe(AMX))
+    on_machine(cpu_probe(cpuinfo))
     _record_wide(pytester, args, shipped)
     return shipped, shipped.read_bytes()
 
@@ -91,7 +92,7 @@ def test_other_cpu_isa_in_ci_is_machine_changed_naming_the_fields(
     tiny_model_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    shipped, before = _shipped_on_amx(pytester, args, on_machine, tiny_model_dir)
+    shipped, before = _shipped(pytester, args, on_machine, tiny_model_dir)
 
     on_machine(cpu_probe(AVX_ONLY))
     monkeypatch.setenv("CI", "true")
@@ -116,7 +117,7 @@ def test_other_cpu_isa_in_ci_is_machine_changed_naming_the_fields(
 def test_first_run_outside_ci_records_this_machine_then_gates_against_it(
     pytester: pytest.Pytester, args: list[str], on_machine: Any, tiny_model_dir: Path
 ) -> None:
-    shipped, before = _shipped_on_amx(pytester, args, on_machine, tiny_model_dir)
+    shipped, before = _shipped(pytester, args, on_machine, tiny_model_dir)
 
     on_machine(cpu_probe(AVX_ONLY))
     first = pytester.runpytest(*args)
@@ -188,10 +189,7 @@ def test_same_cpu_name_and_key_but_another_generation_is_machine_changed(
 ) -> None:
     # Two guests that both say "AMD EPYC" and share cpu-avx512-2c: only the family and model
     # numbers tell that the baseline came from a slower CPU.
-    shipped = _file(pytester, "cpu", tiny_model_dir)
-    on_machine(cpu_probe(ZEN4_GUEST))
-    _record_wide(pytester, args, shipped)
-    before = shipped.read_bytes()
+    shipped, before = _shipped(pytester, args, on_machine, tiny_model_dir, ZEN4_GUEST)
 
     on_machine(cpu_probe(ZEN5_GUEST))
     monkeypatch.setenv("CI", "true")
