@@ -39,6 +39,7 @@ import json
 import math
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -271,6 +272,9 @@ def main() -> None:
         with interrupts_held():  # a second Ctrl-C must not leave the reference running
             candidate.stop()
             reference.stop()
+    # Only after a clean end: a failed or stopped table keeps the servers' logs to read.
+    # The JSON keeps what the table needs; the folders and B's step log are scratch.
+    shutil.rmtree(work, ignore_errors=True)
     print_table(_rows(profiles, slowdowns, results))
     print(f"total {(time.monotonic() - started) / 60:.1f} min")
 

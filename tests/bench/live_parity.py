@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -124,6 +125,7 @@ def main() -> None:
         client.stdin.close()
         client.wait(timeout=60)
         server.stop()
+    shutil.rmtree(work, ignore_errors=True)  # after a clean end only: a failure keeps the log
     print()
     print(f"{'metric':<24}{'ours (median)':>16}{'vLLM (median)':>16}{'ours/vLLM':>12}")
     for key in KEYS:

@@ -31,6 +31,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -274,6 +275,9 @@ def main() -> None:
         with interrupts_held():  # a second Ctrl-C must not leave the later servers running
             for session in sessions:
                 session.stop()
+    # Only after a clean end (a failed run keeps the servers' logs); the JSON keeps the
+    # figures, and the servers' folders and the larger shapes' models are scratch.
+    shutil.rmtree(work, ignore_errors=True)
     print_table(cells)
     print(f"total {(time.monotonic() - started) / 60:.1f} min")
 
