@@ -34,3 +34,39 @@ def test_a_bench_script_starts_from_another_folder(script: str, tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage:" in done.stdout
+
+
+def test_cpu_steadiness_prints_a_spread_for_each_kind_of_work(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "cpu_steadiness.py"), "--samples", "3", "--pause", "0"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {
+        line[:22].strip(): line[22:].split()
+        for line in done.stdout.splitlines()
+        if line.startswith(("pure Python", "numpy"))
+    }
+    assert set(rows) == {"pure Python loop", "numpy 512x512 matmul"}
+    for median_s, cv, worst, ratio in rows.values():
+        assert float(median_s) > 0
+        assert float(cv) >= 0
+        assert float(worst) >= 0
+        assert float(ratio) >= 1.0  # slowest over fastest
+
+
+def test_cpu_steadiness_refuses_too_few_samples(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "cpu_steadiness.py"), "--samples", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--samples must be at least 3" in done.stderr
