@@ -3,8 +3,8 @@
 The repository's suite runs against a copy of `baselines/cpu/tiny-qwen3/vllm.yaml` whose
 entries claim another machine (only the fingerprint is changed, so this runs the same on any
 machine): the first run records this machine's own numbers and passes, the second is gated
-against them and passes, and a real slowdown in the engine then fails medium and long as
-`regressed`. The shipped file is never written.
+against them and passes (`pass` or `improved`), and a real slowdown in the engine then fails
+medium and long as `regressed`. The shipped file is never written.
 
 The slowdown is tests/bench/engine_slowdown loaded into vLLM at 200 %: every engine step takes
 three times its time, so TPOT triples whatever the machine, far outside the first-run
@@ -79,7 +79,12 @@ def test_first_run_records_this_machine_then_a_real_slowdown_fails(tmp_path: Pat
 
     again = run_root_suite(PROFILES, baselines)
     assert again.startswith("exit 0"), again
-    assert verdicts(again) == dict.fromkeys(PROFILES, "pass"), again
+    # Gated, not recorded again, and passing. `improved` passes too (it fails only under
+    # --llmperf-strict): on a 2-core VM whose CPU speed spreads by a CV of 14-25 %
+    # (docs/noise.md, family 6 model 207) `long` ran faster than its first run by more
+    # than the first-run tolerance, and the gate said so.
+    assert set(verdicts(again)) == set(PROFILES), again
+    assert set(verdicts(again).values()) <= {"pass", "improved"}, again
     assert "first run" not in again
 
     slowed = run_root_suite(PROFILES, baselines, env=_engine_three_times_slower())
