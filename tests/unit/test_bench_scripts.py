@@ -20,31 +20,29 @@ def test_the_scripts_are_found() -> None:
     assert {"ab_table.py", "ab_replay.py", "noise_table.py"} <= set(SCRIPTS)
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_a_bench_script_starts_from_another_folder(script: str, tmp_path: Path) -> None:
+def _run_from(folder: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python tests/bench/SCRIPT ARGS`` as the docs run it: from ``folder``, no PYTHONPATH."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [sys.executable, str(BENCH / script), "--help"],
-        cwd=tmp_path,
+    return subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_bench_script_starts_from_another_folder(script: str, tmp_path: Path) -> None:
+    done = _run_from(tmp_path, script, "--help")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage:" in done.stdout
 
 
 def test_cpu_steadiness_prints_a_spread_for_each_kind_of_work(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "cpu_steadiness.py"), "--samples", "3", "--pause", "0"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _run_from(tmp_path, "cpu_steadiness.py", "--samples", "3", "--pause", "0")
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {
         line[:22].strip(): line[22:].split()
@@ -60,13 +58,6 @@ def test_cpu_steadiness_prints_a_spread_for_each_kind_of_work(tmp_path: Path) ->
 
 
 def test_cpu_steadiness_refuses_too_few_samples(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "cpu_steadiness.py"), "--samples", "2"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _run_from(tmp_path, "cpu_steadiness.py", "--samples", "2")
     assert done.returncode == 2
     assert "--samples must be at least 3" in done.stderr
