@@ -31,17 +31,19 @@ from tests.support.processes import wait_gone
 TREE_ENGINE = textwrap.dedent(
     """
     import os, signal, sys, time
-    child = os.fork()
-    if child == 0:
-        grandchild = os.fork()
-        if grandchild == 0:
+    leader = os.getpid()
+    if os.fork() == 0:
+        child = os.getpid()
+        if os.fork() == 0:
             os.setsid()
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            # The grandchild writes the pids itself, once it has left the group and turned
+            # deaf: written by its parent, the file could be read before the setsid() ran.
+            with open(sys.argv[1] + ".partial", "w") as out:
+                out.write(f"{leader} {child} {os.getpid()}")
+            os.replace(sys.argv[1] + ".partial", sys.argv[1])
             time.sleep(600)
             os._exit(0)
-        with open(sys.argv[1] + ".partial", "w") as out:
-            out.write(f"{os.getppid()} {os.getpid()} {grandchild}")
-        os.replace(sys.argv[1] + ".partial", sys.argv[1])
         time.sleep(600)
         os._exit(0)
     time.sleep(600)

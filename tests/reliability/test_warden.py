@@ -30,15 +30,16 @@ STUBBORN_ENGINE = textwrap.dedent(
     """
     import os, signal, sys, time
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    child = os.fork()
-    if child == 0:
+    open(os.path.join(os.environ["TMPDIR"], "left-behind.sock"), "w").close()
+    if os.fork() == 0:
         os.setsid()  # out of the engine's session, as some engines' schedulers do
+        # The child writes the pids itself, once it is out of the session: written by the
+        # engine, the file could be read before the setsid() ran.
+        with open(sys.argv[1] + ".partial", "w") as out:
+            out.write(f"{os.getppid()} {os.getpid()} {os.environ['TMPDIR']}")
+        os.replace(sys.argv[1] + ".partial", sys.argv[1])
         time.sleep(600)
         os._exit(0)
-    open(os.path.join(os.environ["TMPDIR"], "left-behind.sock"), "w").close()
-    with open(sys.argv[1] + ".partial", "w") as out:
-        out.write(f"{os.getpid()} {child} {os.environ['TMPDIR']}")
-    os.replace(sys.argv[1] + ".partial", sys.argv[1])
     time.sleep(600)
     """
 )
