@@ -11,6 +11,7 @@ from pytest_llmperf.config import Settings
 from pytest_llmperf.engines.session import plan_launch
 from pytest_llmperf.errors import ConfigError
 from pytest_llmperf.variants import parse_variants, settings_for
+from tests.support.budgets import named_budgets, own_budgets
 from tests.support.usage import assert_usage_error
 
 ENGINES = ("vllm", "sglang", "external")
@@ -27,6 +28,13 @@ def test_help_documents_the_ab_options(pytester: pytest.Pytester) -> None:
     ):
         assert option in text, option
     assert "llmperf_ab (" in text
+
+
+def test_help_names_the_profiles_with_a_budget_of_their_own(pytester: pytest.Pytester) -> None:
+    # The help restates profiles.yaml by hand (loading it at every start would cost more).
+    text = " ".join(pytester.runpytest("--help").stdout.str().split())
+    budget_help = text.split("--llmperf-ab-budget=")[1].split("--llmperf-ab-minutes=")[0]
+    assert named_budgets(budget_help) == own_budgets()
 
 
 @pytest.mark.parametrize(

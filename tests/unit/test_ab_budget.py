@@ -3,23 +3,26 @@ the embedded default, else 20 (``measure.run.ab_budget``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_llmperf.config import AB_BUDGET, Settings
 from pytest_llmperf.errors import ProfileError
 from pytest_llmperf.measure.profiles import builtin_profiles, parse_profiles
 from pytest_llmperf.measure.run import ab_budget
+from tests.support.budgets import named_budgets, own_budgets
 
 WIDE = builtin_profiles()["sharegpt-bs4"]  # needs more pairs on 2 cores (docs/noise.md)
 NARROW = builtin_profiles()["medium"]
 # The profiles whose budget on 2 cores was measured to need more than the default.
 MEASURED_WIDER = {"sharegpt-bs4": 40, "long": 40}
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_the_shipped_profiles_ask_for_more_pairs_only_where_measured() -> None:
     assert AB_BUDGET == 20
-    budgets = {name: p.embedded_ab_budget for name, p in builtin_profiles().items()}
-    assert {name: b for name, b in budgets.items() if b is not None} == MEASURED_WIDER
+    assert own_budgets() == MEASURED_WIDER
 
 
 @pytest.mark.parametrize(
@@ -60,3 +63,10 @@ def test_an_own_profile_may_set_it() -> None:
     assert ab_budget(mine, Settings(), embedded=True) == 30
     # The budget is how it is compared, not what is measured: the identity keeps it out.
     assert "embedded_ab_budget" not in str(mine.workload())
+
+
+def test_the_readme_names_the_profiles_with_a_budget_of_their_own() -> None:
+    # The options table restates profiles.yaml by hand; this keeps the two in step.
+    lines = README.read_text("utf-8").splitlines()
+    (row,) = [line for line in lines if line.startswith("| `--llmperf-ab-budget")]
+    assert named_budgets(row) == MEASURED_WIDER
