@@ -77,7 +77,9 @@ class MetricComparison:
     direction: Direction
     status: str  # "pass", "regressed", "improved" or "info"
     threshold_pct: float | None = None  # the limit that decided; tolerance, or wider from spread
-    decided_by: str = "tolerance"  # "tolerance", "spread", or "floor" (moved < floor_ms)
+    # "tolerance", "spread", "floor" (moved < floor_ms), "bound" (a lower bound on one side
+    # cannot show the change), "sequential" or "paired"
+    decided_by: str = "tolerance"
 
     @property
     def change_pct(self) -> float:

@@ -20,6 +20,14 @@ from pytest_llmperf.models import Direction, MetricComparison, Outcome, Verdict
 
 _HIGHER_IS_BETTER = re.compile(r"(throughput|_per_s|goodput|capacity|^completed$|hit_rate)")
 
+# A sweep in which no step broke an SLO knows only a lower bound of its capacity: the highest
+# load it reached, which depends on where the throughput happened to saturate (on a two-core
+# VM a recorded sweep and its unchanged rerun stopped at 256 and 128 req/s, neither breaking
+# an SLO). A bound that fell is no evidence that the capacity fell, and a value above a
+# recorded bound no evidence that it rose. The sweep records the bracket's upper end only
+# when one exists.
+_KNOWN_ONLY_WITH = {"capacity_at_slo": "capacity_upper"}
+
 
 def direction_of(metric: str) -> Direction:
     """Throughputs, capacities and cache hit rates improve upwards; latencies, durations and
@@ -195,8 +203,12 @@ def compare(
             status, decided_by = "pass", "floor"
         elif worse_by < -limit:
             status = "regressed"
+            if _lower_bound_only(metric, measured):
+                status, decided_by = "pass", "bound"
         elif worse_by > limit:
             status = "improved"
+            if _lower_bound_only(metric, entry.metrics):
+                status, decided_by = "pass", "bound"
         else:
             status = "pass"
         rows.append(
@@ -215,6 +227,12 @@ def compare(
     if missing:
         raise BaselineError(f"gated metric(s) {', '.join(missing)} were not measured in this run")
     return tuple(rows)
+
+
+def _lower_bound_only(metric: str, metrics: Mapping[str, Any]) -> bool:
+    """``metric`` in ``metrics`` is a lower bound, not an estimate (``_KNOWN_ONLY_WITH``)."""
+    companion = _KNOWN_ONLY_WITH.get(metric)
+    return companion is not None and companion not in metrics
 
 
 def workload_differences(

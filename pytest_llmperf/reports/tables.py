@@ -32,6 +32,8 @@ def _limit(row: MetricComparison) -> str:
     text = f"±{row.tolerance_pct:g}%"
     if row.decided_by == "floor":
         text += " (below the ms floor)"
+    elif row.decided_by == "bound":
+        text += " (a lower bound: no step broke an SLO)"
     elif row.decided_by == "sequential":
         text += " (sequential)"
     elif row.threshold_pct is not None and row.decided_by == "spread":
