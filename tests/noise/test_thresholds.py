@@ -14,6 +14,7 @@ import pytest
 from pytest_llmperf.gate.store import BaselineEntry
 from pytest_llmperf.gate.verdict import GateSettings, compare, judge, noise_limit
 from pytest_llmperf.models import Direction, Outcome
+from tests.support.baseline_entries import recorded_entry
 
 WORKLOAD = {"dataset": "random", "num_prompts": 32}
 
@@ -30,17 +31,8 @@ def entry(
     spread: dict[str, float] | None = None,
     runs: int = 1,
 ) -> BaselineEntry:
-    return BaselineEntry(
-        profile="medium",
-        status="ok",
-        metrics=metrics,
-        tolerances=tolerances,
-        workload=dict(WORKLOAD),
-        engine_version=None,
-        command=None,
-        error=None,
-        spread=spread or {},
-        runs=runs,
+    return recorded_entry(
+        "medium", metrics, tolerances, workload=WORKLOAD, spread=spread, runs=runs
     )
 
 

@@ -11,6 +11,7 @@ from pytest_llmperf.gate.ledger import Ledger, ProfileResult
 from pytest_llmperf.gate.verdict import judge
 from pytest_llmperf.measure import metrics, series
 from pytest_llmperf.models import RequestRecord
+from tests.support.baseline_entries import recorded_entry
 
 
 def records(n: int, *, seed: int, ttft: float, gap: float, tokens: int) -> list[RequestRecord]:
@@ -54,18 +55,7 @@ def result(
 
         verdict = Verdict(Outcome.RECORDED, notes=("recorded",))
     else:
-        entry = store.BaselineEntry(
-            profile=profile,
-            status="ok",
-            metrics=base,
-            tolerances=dict(store.DEFAULT_TOLERANCES),
-            workload=None,
-            engine_version=None,
-            command=None,
-            error=None,
-            spread={},
-            runs=1,
-        )
+        entry = recorded_entry(profile, base, store.DEFAULT_TOLERANCES)
         verdict = judge(
             entry, computed, workload, engine_version=None, baseline_file=Path("b.yaml")
         )

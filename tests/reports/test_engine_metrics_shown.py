@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from pytest_llmperf.gate import store
 from pytest_llmperf.gate.ledger import ProfileResult
 from pytest_llmperf.gate.verdict import judge
 from pytest_llmperf.reports.markdown import results_table
 from pytest_llmperf.reports.summary import compact_line
 from pytest_llmperf.reports.tables import key_comparisons
 from tests.reports import factory
+from tests.support.baseline_entries import recorded_entry
 
 ENGINE = {
     "engine_prefix_cache_hit_rate": 69.75,
@@ -43,18 +43,7 @@ def test_terminal_line_and_markdown_table() -> None:
 def test_comparison_rows_include_engine_metrics() -> None:
     measured = factory.result("vllm", "shared")
     base = {**measured.metrics, **ENGINE}
-    entry = store.BaselineEntry(
-        profile="shared",
-        status="ok",
-        metrics=base,
-        tolerances={"engine_prefix_cache_hit_rate": 20.0},
-        workload=None,
-        engine_version=None,
-        command=None,
-        error=None,
-        spread={},
-        runs=1,
-    )
+    entry = recorded_entry("shared", base, {"engine_prefix_cache_hit_rate": 20.0})
     now = {**measured.metrics, **ENGINE, "engine_prefix_cache_hit_rate": 0.0}
     verdict = judge(entry, now, {}, engine_version=None, baseline_file=Path("b.yaml"))
     shown = {c.metric: c.status for c in key_comparisons(verdict.comparisons)}

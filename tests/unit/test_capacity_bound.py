@@ -7,24 +7,15 @@ from __future__ import annotations
 from pytest_llmperf.gate.store import BaselineEntry
 from pytest_llmperf.gate.verdict import compare
 from pytest_llmperf.reports.tables import comparison_table
+from tests.support.baseline_entries import recorded_entry
 
 
 def baseline(capacity: float, upper: float | None) -> BaselineEntry:
     metrics = {"capacity_at_slo": capacity, "saturation_output_throughput": 4500.0}
     if upper is not None:
         metrics["capacity_upper"] = upper
-    return BaselineEntry(
-        profile="embedded-sweep",
-        status="ok",
-        metrics=metrics,
-        tolerances={"capacity_at_slo": 40.0, "saturation_output_throughput": 40.0},
-        workload=None,
-        engine_version=None,
-        command=None,
-        error=None,
-        spread={},
-        runs=1,
-    )
+    tolerances = {"capacity_at_slo": 40.0, "saturation_output_throughput": 40.0}
+    return recorded_entry("embedded-sweep", metrics, tolerances)
 
 
 def capacity_row(entry: BaselineEntry, measured: dict[str, float]) -> tuple[str, str]:
@@ -46,8 +37,11 @@ def test_a_measured_capacity_below_the_baseline_regresses_against_a_bound_too() 
 
 
 def test_an_improvement_needs_a_measured_baseline() -> None:
-    measured = {"capacity_at_slo": 256.0, "capacity_upper": 300.0}
-    measured["saturation_output_throughput"] = 4500.0
+    measured = {
+        "capacity_at_slo": 256.0,
+        "capacity_upper": 300.0,
+        "saturation_output_throughput": 4500.0,
+    }
     assert capacity_row(baseline(128.0, None), measured) == ("pass", "bound")
     assert capacity_row(baseline(100.0, 128.0), measured) == ("improved", "tolerance")
 

@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from pytest_llmperf.engines import get_engine
 from pytest_llmperf.engines.base import EngineMetricNames
-from pytest_llmperf.gate.store import BaselineEntry
 from pytest_llmperf.gate.verdict import compare, direction_of
 from pytest_llmperf.measure.engine_metrics import EngineMetricsProbe, deltas, families_of, parse
 from pytest_llmperf.models import Direction
+from tests.support.baseline_entries import recorded_entry
 
 VLLM_NAMES = get_engine("vllm").engine_metrics
 assert VLLM_NAMES is not None
@@ -161,17 +161,10 @@ def test_an_unreachable_server_is_a_note() -> None:
 def test_hit_rate_is_gated_upwards() -> None:
     assert direction_of("engine_prefix_cache_hit_rate") is Direction.HIGHER_IS_BETTER
     assert direction_of("engine_mean_queue_time_ms") is Direction.LOWER_IS_BETTER
-    entry = BaselineEntry(
-        profile="shared-prefix",
-        status="ok",
-        metrics={"engine_prefix_cache_hit_rate": 72.0, "total_token_throughput": 100.0},
-        tolerances={"engine_prefix_cache_hit_rate": 20.0},
-        workload=None,
-        engine_version=None,
-        command=None,
-        error=None,
-        spread={},
-        runs=1,
+    entry = recorded_entry(
+        "shared-prefix",
+        {"engine_prefix_cache_hit_rate": 72.0, "total_token_throughput": 100.0},
+        {"engine_prefix_cache_hit_rate": 20.0},
     )
     off = compare(entry, {"engine_prefix_cache_hit_rate": 0.0, "total_token_throughput": 100.0})
     assert next((row.metric, row.status) for row in off) == (
