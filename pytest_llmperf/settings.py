@@ -260,7 +260,7 @@ def add_options(parser: pytest.Parser) -> None:
         "llmperf_ab_budget",
         f"A/B: the most pairs of runs per profile before the verdict is inconclusive "
         f"(default {AB_BUDGET}; on the embedded default a profile may set its own, "
-        f"embedded_ab_budget in profiles.yaml: 40 for long and sharegpt-bs4)",
+        f"embedded_ab_budget in profiles.yaml: 40 for long, sharegpt and sharegpt-bs4)",
     )
     option(
         ["--llmperf-ab-minutes"],
