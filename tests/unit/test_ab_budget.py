@@ -70,12 +70,3 @@ def test_the_readme_names_the_profiles_with_a_budget_of_their_own() -> None:
     lines = README.read_text("utf-8").splitlines()
     (row,) = [line for line in lines if line.startswith("| `--llmperf-ab-budget")]
     assert named_budgets(row) == MEASURED_WIDER
-
-
-def test_the_help_names_the_profiles_with_a_budget_of_their_own(pytester: pytest.Pytester) -> None:
-    # The option's help restates profiles.yaml by hand too.
-    result = pytester.runpytest_subprocess("--help")
-    text = " ".join(result.stdout.str().split())
-    start = text.index("--llmperf-ab-budget")
-    help_text = text[start : text.index("--llmperf-", start + 1)]
-    assert named_budgets(help_text) == MEASURED_WIDER
