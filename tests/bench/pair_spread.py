@@ -18,6 +18,13 @@ and the median throughput, and what the sequential rule (``gate.paired``, the de
         --config default --config oneproc=VLLM_ENABLE_V1_MULTIPROCESSING=0 [--json out.json]
     python tests/bench/pair_spread.py --from-json out.json     # the table of a saved run
 
+``--pairing interleaved,simultaneous`` measures every configuration both ways in the same
+rounds: ``simultaneous`` runs A and B at the same time (two threads, one run each) instead of
+one after the other, so a change in the machine's own speed, which a VM's host can make from
+second to second (docs/noise.md, "A noisy VM of `cpu-amx-2c`"), meets both runs of a pair
+alike; the price is two servers sharing the cores during a run. Its rows are named
+``config+sim``.
+
 ``--shape name=hidden_size=512,num_hidden_layers=4`` serves that configuration a larger model
 than the embedded one, made by the same recipe (same tokenizer, so the same prompts) with
 those shape keys changed, and started with the embedded model's engine arguments and
@@ -36,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +63,7 @@ from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
 
 SPREAD_METRICS = tuple(AB_TOLERANCES)  # the metrics the default A/B rule gates
 SIMULATED_EXPERIMENTS = 1000
+PAIRINGS = ("interleaved", "simultaneous")
 
 
 @dataclass
@@ -191,19 +200,47 @@ def measure_pairs(
             cell.logs[metric].append(math.log(float(second[metric]) / float(first[metric])))
 
 
+def measure_simultaneous_pairs(
+    a: Target, b: Target, profile: Any, workloads: Workloads, settings: Settings, cell: Cell
+) -> None:
+    """Two pairs into ``cell``, each pair's A and B measured at the same time."""
+    # Build the prompts before the threads do: the tokenizer and the request cache are
+    # shared, and building them twice at once would only race.
+    workloads.requests(profile, a.model, a.embedded)
+
+    def timed(target: Target) -> tuple[dict[str, Any], float]:
+        started = time.monotonic()
+        result = measure(target, profile, workloads, settings, headers={})
+        return result.metrics, time.monotonic() - started
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for _ in range(2):
+            runs = [pool.submit(timed, target) for target in (a, b)]
+            (first, first_s), (second, second_s) = (run.result() for run in runs)
+            for metrics, seconds in ((first, first_s), (second, second_s)):
+                cell.seconds.append(seconds)
+                cell.throughputs.append(float(metrics["total_token_throughput"]))
+            for metric in SPREAD_METRICS:
+                cell.logs[metric].append(math.log(float(second[metric]) / float(first[metric])))
+
+
+def _row_name(config: str, pairing: str) -> str:
+    return f"{config}+sim" if pairing == "simultaneous" else config
+
+
 def _figure(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
 def print_table(cells: dict[tuple[str, str], Cell]) -> None:
     print(
-        f"{'profile':<13}{'config':<12}{'pairs':>6}{'TPOT sd':>9}{'thr. sd':>9}"
+        f"{'profile':<13}{'config':<14}{'pairs':>6}{'TPOT sd':>9}{'thr. sd':>9}"
         f"{'s/run':>7}{'tok/s':>9}{'10 % caught':>13}"
     )
     for (profile, config), cell in cells.items():
         row = cell.summary()
         print(
-            f"{profile:<13}{config:<12}{row['pairs']:>6}{_figure(row['tpot_log_sd'], '.3f'):>9}"
+            f"{profile:<13}{config:<14}{row['pairs']:>6}{_figure(row['tpot_log_sd'], '.3f'):>9}"
             f"{_figure(row['throughput_log_sd'], '.3f'):>9}"
             f"{_figure(row['seconds_per_run'], '.1f'):>7}{_figure(row['throughput'], '.0f'):>9}"
             f"{_figure(cell.catches_10pct(), '.2f'):>13}"
@@ -221,6 +258,11 @@ def main() -> None:
     parser.add_argument(
         "--shape", action="append", default=[], help="name=KEY=N,... a config's model shape"
     )
+    parser.add_argument(
+        "--pairing",
+        default="interleaved",
+        help=f"comma-separated, of {', '.join(PAIRINGS)}: how a pair's two runs are timed",
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--from-json", type=Path, default=None, help="print a saved run's table")
     args = parser.parse_args()
@@ -237,10 +279,17 @@ def main() -> None:
     if unknown := set(shapes) - set(configs):
         raise SystemExit(f"--shape names no --config: {', '.join(sorted(unknown))}")
     profiles = args.profiles.split(",")
+    pairings = args.pairing.split(",")
+    if unknown_pairings := set(pairings) - set(PAIRINGS):
+        raise SystemExit(
+            f"--pairing {args.pairing!r}: {', '.join(sorted(unknown_pairings))} is not one of "
+            f"{', '.join(PAIRINGS)}"
+        )
+    arms = [(config, pairing) for config in configs for pairing in pairings]
     work = Path(tempfile.mkdtemp(prefix="llmperf-pair-spread-"))
     sessions: list[EngineSession] = []
     servers: dict[str, tuple[Settings, Target, Target]] = {}
-    cells = {(p, c): Cell() for p in profiles for c in configs}
+    cells = {(p, _row_name(c, pairing)): Cell() for p in profiles for c, pairing in arms}
     started = time.monotonic()
     try:
         for name, env in configs.items():
@@ -261,12 +310,16 @@ def main() -> None:
         plain = Settings(engines=("vllm",), warmups=args.warmups)
         workloads = Workloads(plain, work / "data")
         for round_index in range(args.rounds):
-            names = list(configs) if round_index % 2 == 0 else list(configs)[::-1]
+            ordered = arms if round_index % 2 == 0 else arms[::-1]
             for profile_name in profiles:
                 profile = scaled_profile(builtin_profiles()[profile_name], plain, embedded=True)
-                for name in names:
+                for name, pairing in ordered:
                     settings, a, b = servers[name]
-                    measure_pairs(a, b, profile, workloads, settings, cells[profile_name, name])
+                    block = (
+                        measure_simultaneous_pairs if pairing == "simultaneous" else measure_pairs
+                    )
+                    cell = cells[profile_name, _row_name(name, pairing)]
+                    block(a, b, profile, workloads, settings, cell)
             print(f"round {round_index} done, load {os.getloadavg()[0]:.1f}", flush=True)
             if args.json:  # after every round: a stopped run keeps what it measured
                 rows = {f"{p} {c}": cell.saved() for (p, c), cell in cells.items()}
