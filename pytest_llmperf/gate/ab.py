@@ -6,6 +6,12 @@ sessions' load, thermal state) hit A and B alike instead of always favouring whi
 first. Each run is one ``measure()`` (warm-up requests, then a fresh prefix-cache salt or
 the engine's reset), so no run is served from what the other configuration, or its own
 previous run, left in a cache. The statistics are in ``paired``.
+
+``simultaneous`` measures a pair's A and B at the same time instead (two threads, one run
+each): on a VM whose host changes the CPU's speed from second to second, runs seconds apart
+meet different speeds and no order cancels that, while two runs at once meet the same ones
+(docs/ab.md, "Simultaneous pairs"). The price: the two configurations share the machine
+during a run, so each one's load is part of the other's conditions.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -67,6 +74,8 @@ class ABRequest:
     # Metrics whose per-pair ratios are recorded though not gated (``watched_ratios``): what a
     # candidate did to a figure the test chose not to gate, from the very pairs it measured.
     watch: Sequence[str] = ()
+    # Both runs of a pair at once (--llmperf-ab-simultaneous), not one after the other.
+    simultaneous: bool = False
 
 
 def order(pair: int) -> tuple[str, str]:
@@ -109,6 +118,19 @@ def _check(run: Measurement, who: str, gated: Sequence[str], budget: int) -> Non
                     notes=(f"{who}: {metric} is {value!r}; a ratio needs a positive value",),
                 )
             )
+
+
+def _both_at_once(runs: Mapping[str, Callable[[], Measurement]]) -> dict[str, Measurement]:
+    """A's and B's runs started together, each in a thread of its own. A run that raised
+    raises here (A's error before B's, as in a pair run one after the other)."""
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="llmperf-ab")
+    try:
+        futures = {who: pool.submit(runs[who]) for who in ("A", "B")}
+        return {who: future.result() for who, future in futures.items()}
+    finally:
+        # On an interrupt the session's teardown stops both servers, which ends the other
+        # run's requests; waiting here for it would only delay that.
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _worse_logs(pairs: Sequence[tuple[Measurement, Measurement]], metric: str) -> list[float]:
@@ -167,8 +189,9 @@ def run_ab(
         while True:
             taken: dict[str, Measurement] = {}
             try:
-                for who in order(len(pairs)):
-                    run = runs[who]()
+                together = _both_at_once(runs) if request.simultaneous else {}
+                for who in ("A", "B") if together else order(len(pairs)):
+                    run = together[who] if together else runs[who]()
                     sequence.append(who)
                     gated = list(tolerances)
                     _check(run, f"{who} ({names[who]})", gated, request.max_failed_requests)
@@ -322,6 +345,7 @@ def _experiment(
         "alpha": request.plan.alpha,
         "minutes": round(minutes, 3),
         "order": "".join(sequence),
+        "pairing": "simultaneous" if request.simultaneous else "interleaved",
         "metrics": metrics,
         "ratios": {metric: _pair_ratios(pairs, metric) for metric in tolerances},
         "watched_ratios": {metric: _pair_ratios(pairs, metric) for metric in watched},

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import secrets
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,9 @@ class Workloads:
         self.cache_dir = cache_dir
         self._tokenizers: dict[str, Any] = {}
         self._requests: dict[tuple[str, str, int], list[SampleRequest]] = {}
+        # Simultaneous A/B pairs measure from two threads; a fast tokenizer used by two
+        # threads at once raises, and the prompts need building only once anyway.
+        self._building = threading.Lock()
 
     def tokenizer(self, model: str) -> Any:
         from pytest_llmperf.measure import datasets
@@ -81,11 +85,12 @@ class Workloads:
         from pytest_llmperf.measure import datasets
 
         key = (profile.name, model, profile.num_prompts)
-        if key not in self._requests:
-            self._requests[key] = datasets.build_requests(
-                profile, self.tokenizer(model), sharegpt_path=self.sharegpt_path(embedded)
-            )
-        return self._requests[key]
+        with self._building:
+            if key not in self._requests:
+                self._requests[key] = datasets.build_requests(
+                    profile, self.tokenizer(model), sharegpt_path=self.sharegpt_path(embedded)
+                )
+            return self._requests[key]
 
 
 def measure(

@@ -4,7 +4,10 @@ it records (no server: the measurements are the loop's only input)."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
+
+import pytest
 
 from pytest_llmperf.engines.session import Target
 from pytest_llmperf.gate import paired
@@ -148,6 +151,60 @@ def test_failed_requests_end_the_experiment_and_name_the_configuration() -> None
     assert result.verdict.outcome is Outcome.REQUESTS_FAILED
     assert "B (candidate): 3 of" in result.verdict.notes[0]
     assert log == ["A", "B"]
+
+
+def _meeting(
+    barrier: threading.Barrier, run: Callable[[], Measurement]
+) -> Callable[[], Measurement]:
+    """``run`` that first waits for the other side's run to start: it returns only when A and
+    B are in flight together, and raises BrokenBarrierError when they are not."""
+
+    def measure() -> Measurement:
+        barrier.wait()
+        return run()
+
+    return measure
+
+
+def test_simultaneous_pairs_run_a_and_b_at_the_same_time() -> None:
+    log: list[str] = []
+    barrier = threading.Barrier(2, timeout=10)
+    result = run_ab(
+        _request(simultaneous=True),
+        _meeting(barrier, _runs(log, "A", 1.0, 0.01, 1)),
+        _meeting(barrier, _runs(log, "B", 1.2, 0.01, 2)),
+    )
+    assert result.verdict.outcome is Outcome.REGRESSED
+    assert result.ab is not None
+    assert result.ab["pairing"] == "simultaneous"
+    # Each pair is one A and one B, whichever thread logged first.
+    assert sorted(log) == sorted("AB" * result.ab["pairs"])
+    assert result.ab["order"] == "AB" * result.ab["pairs"]
+
+
+def test_interleaved_pairs_never_overlap() -> None:
+    # The same meeting point as above fails when runs follow each other: the default order
+    # is one run at a time.
+    barrier = threading.Barrier(2, timeout=0.2)
+    log: list[str] = []
+    with pytest.raises(threading.BrokenBarrierError):
+        run_ab(
+            _request(),
+            _meeting(barrier, _runs(log, "A", 1.0, 0.01, 1)),
+            _meeting(barrier, _runs(log, "B", 1.0, 0.01, 2)),
+        )
+
+
+def test_a_simultaneous_pair_with_failed_requests_names_the_side() -> None:
+    log: list[str] = []
+    result = run_ab(
+        _request(simultaneous=True),
+        _runs(log, "A", 1.0, 0.01, 1),
+        _runs(log, "B", 1.0, 0.01, 2, 3),
+    )
+    assert result.verdict.outcome is Outcome.REQUESTS_FAILED
+    assert "B (candidate): 3 of" in result.verdict.notes[0]
+    assert sorted(log) == ["A", "B"]
 
 
 def _stalled(log: list[str], who: str) -> Measurement:
