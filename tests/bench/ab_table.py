@@ -96,8 +96,11 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
     }
 
 
-def _slowed_settings(mechanism: str, warmups: int, control: Path, log: Path) -> Settings:
-    """B's settings: the same engine, slowed by the percent in ``control``."""
+def _slowed_settings(
+    mechanism: str, warmups: int, control: Path, log: Path, burn: bool = False
+) -> Settings:
+    """B's settings: the same engine, slowed by the percent in ``control`` (``burn``: the
+    step plugin keeps the CPU busy for it instead of sleeping)."""
     if mechanism == "stop":
         return Settings(
             engines=("vllm",),
@@ -115,6 +118,7 @@ def _slowed_settings(mechanism: str, warmups: int, control: Path, log: Path) -> 
             ("PYTHONPATH", pythonpath_with_slowdown()),
             ("LLMPERF_SLOWDOWN_FILE", str(control)),
             ("LLMPERF_SLOWDOWN_LOG", str(log)),
+            *((("LLMPERF_SLOWDOWN_BURN", "1"),) if burn else ()),
         ),
     )
 
@@ -159,6 +163,16 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--mechanism", choices=("step", "stop"), default="step")
     parser.add_argument(
+        "--burn",
+        action="store_true",
+        help="step mechanism: B's engine burns the CPU for its share instead of sleeping",
+    )
+    parser.add_argument(
+        "--simultaneous",
+        action="store_true",
+        help="each pair's A and B run at the same time (--llmperf-ab-simultaneous)",
+    )
+    parser.add_argument(
         "--tolerances",
         default=None,
         help="gate only these metrics: METRIC=PERCENT,... (default: throughput and mean TPOT, 5)",
@@ -179,7 +193,9 @@ def main() -> None:
     control.write_text("0", encoding="utf-8")
     settings = Settings(engines=("vllm",), warmups=args.warmups)
     added_log = work / "added.jsonl"  # B's engine writes it (step mechanism only)
-    slowed = _slowed_settings(args.mechanism, args.warmups, control, added_log)
+    if args.burn and args.mechanism != "step":
+        raise SystemExit("--burn: only the step mechanism can burn the CPU; drop --mechanism")
+    slowed = _slowed_settings(args.mechanism, args.warmups, control, added_log, args.burn)
     reference = EngineSession(settings, "vllm", work / "a", variant="A")
     candidate = EngineSession(slowed, "vllm", work / "b", variant="B")
     shuffle = random.Random(args.seed)
@@ -209,6 +225,7 @@ def main() -> None:
                         tolerances=tolerances,
                         # The metric --tolerances left ungated keeps its pairs' ratios.
                         watch=tuple(AB_TOLERANCES),
+                        simultaneous=args.simultaneous,
                     )
 
                     def run_on(target: Any, chosen: Any = profile) -> Any:

@@ -131,6 +131,25 @@ def test_the_environment_configures_it(monkeypatch: pytest.MonkeyPatch, tmp_path
     configured = slowdown.from_environment()
     assert configured.extra_seconds(2.0, now=0.0) == pytest.approx(0.15)
     assert configured.log == tmp_path / "log"
+    assert configured.wait is None  # asleep unless told to burn
+    monkeypatch.setenv("LLMPERF_SLOWDOWN_BURN", "1")
+    assert slowdown.from_environment().wait is slowdown.burned_wait
+
+
+def test_a_burned_wait_keeps_the_cpu_busy_where_a_sleep_lets_it_go() -> None:
+    # A sleep spends almost no CPU time; a burn spends it for the whole wait, less only what
+    # a loaded machine's scheduler takes (so the bound is loose).
+    cpu = time.thread_time()
+    burned = slowdown.burned_wait(0.05)
+    burned_cpu = time.thread_time() - cpu
+    cpu = time.thread_time()
+    slept = slowdown.measured_sleep(0.05)
+    slept_cpu = time.thread_time() - cpu
+    print(f"50 ms burned: {burned_cpu * 1000:.1f} ms CPU; slept: {slept_cpu * 1000:.2f} ms CPU")
+    assert burned >= 0.05
+    assert slept >= 0.05
+    assert burned_cpu > 0.01
+    assert slept_cpu < 0.005
 
 
 def test_the_log_holds_busy_and_added_seconds(

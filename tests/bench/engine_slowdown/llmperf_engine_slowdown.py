@@ -23,6 +23,12 @@ Why not stop the processes (tests/bench/cpu_slowdown.py)? On two cores a SIGSTOP
 mid-step and costs the engine far more than the stopped time, by an amount that varies: a
 nominal 2 % slowed `long` by 11-40 % (docs/noise.md).
 
+``LLMPERF_SLOWDOWN_BURN=1`` makes the step burn the CPU for its share instead of sleeping, as
+an engine that does more CPU work would: it hashes a 16 KiB buffer over and over, and hashlib
+releases the GIL for a buffer that large, so the input and output threads still run. Asleep,
+a slowed engine hands its core to whatever else the machine runs; burning, it keeps it. The
+two differ where A and B run at the same time on shared cores (ab_table.py --simultaneous).
+
 The percent: ``LLMPERF_SLOWDOWN_PCT``, or the number in the file ``LLMPERF_SLOWDOWN_FILE``
 (re-read at most every quarter second, so one server can be slowed by different amounts in
 turn). ``LLMPERF_SLOWDOWN_LOG``, if set, names a file that gets a line every 0.2 s while the
@@ -35,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import hashlib
 import json
 import os
 import threading
@@ -52,8 +59,15 @@ PR_SET_TIMERSLACK = 29
 class StepSlowdown:
     """How much to add after a step, and the running totals of what was added."""
 
-    def __init__(self, fixed_percent: float, control: Path | None, log: Path | None) -> None:
+    def __init__(
+        self,
+        fixed_percent: float,
+        control: Path | None,
+        log: Path | None,
+        wait: Callable[[float], float] | None = None,
+    ) -> None:
         self.fixed_percent = fixed_percent
+        self.wait = wait  # None: measured_sleep
         self.control = control
         self.log = log
         self.percent = fixed_percent
@@ -80,7 +94,7 @@ class StepSlowdown:
         self.busy_s += step_s
         self.owed_s += self.extra_seconds(step_s, time.monotonic())
         if self.owed_s >= MIN_SLEEP_S:
-            slept = (sleep or measured_sleep)(self.owed_s)
+            slept = (sleep or self.wait or measured_sleep)(self.owed_s)
             self.added_s += slept
             self.owed_s -= slept  # an overshoot is paid back by the next steps
         self._maybe_log()
@@ -109,6 +123,18 @@ def tighten_timer_slack() -> None:
     _thread_state.tightened = True
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
+
+
+BURN_CHUNK = bytes(16384)  # hashlib lets go of the GIL above 2 KiB; 16 KiB takes ~10-20 us
+
+
+def burned_wait(seconds: float) -> float:
+    """Keep the CPU busy for ``seconds`` (the GIL released while hashing); the time taken."""
+    began = time.perf_counter()
+    deadline = began + seconds
+    while time.perf_counter() < deadline:
+        hashlib.sha256(BURN_CHUNK)
+    return time.perf_counter() - began
 
 
 def measured_sleep(seconds: float) -> float:
@@ -142,6 +168,7 @@ def from_environment() -> StepSlowdown:
         fixed_percent=float(os.environ.get("LLMPERF_SLOWDOWN_PCT", "0") or 0),
         control=Path(control) if control else None,
         log=Path(log) if log else None,
+        wait=burned_wait if os.environ.get("LLMPERF_SLOWDOWN_BURN") == "1" else None,
     )
 
 
