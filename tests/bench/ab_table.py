@@ -97,10 +97,16 @@ def _row(profile: str, slowdown: float, results: list[dict[str, Any]]) -> dict[s
 
 
 def _slowed_settings(
-    mechanism: str, warmups: int, control: Path, log: Path, burn: bool = False
+    mechanism: str,
+    warmups: int,
+    control: Path,
+    log: Path,
+    burn: bool = False,
+    pinned: tuple[tuple[str, str], ...] = (),
 ) -> Settings:
     """B's settings: the same engine, slowed by the percent in ``control`` (``burn``: the
-    step plugin keeps the CPU busy for it instead of sleeping)."""
+    step plugin keeps the CPU busy for it instead of sleeping; ``pinned``: the environment
+    that binds its compute threads)."""
     if mechanism == "stop":
         return Settings(
             engines=("vllm",),
@@ -119,6 +125,7 @@ def _slowed_settings(
             ("LLMPERF_SLOWDOWN_FILE", str(control)),
             ("LLMPERF_SLOWDOWN_LOG", str(log)),
             *((("LLMPERF_SLOWDOWN_BURN", "1"),) if burn else ()),
+            *pinned,
         ),
     )
 
@@ -168,6 +175,11 @@ def main() -> None:
         help="step mechanism: B's engine burns the CPU for its share instead of sleeping",
     )
     parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="A's engine computes on core 0 and B's on core 1 (VLLM_CPU_OMP_THREADS_BIND)",
+    )
+    parser.add_argument(
         "--simultaneous",
         action="store_true",
         help="each pair's A and B run at the same time (--llmperf-ab-simultaneous)",
@@ -191,12 +203,21 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="llmperf-ab-table-"))
     control = work / "slowdown"
     control.write_text("0", encoding="utf-8")
+    # --pin: each engine's compute threads on a core of their own, so simultaneous runs do
+    # not take compute time from each other (the API servers and the client still float).
+    pin_a = (("VLLM_CPU_OMP_THREADS_BIND", "0"),) if args.pin else ()
+    pin_b = (("VLLM_CPU_OMP_THREADS_BIND", "1"),) if args.pin else ()
     settings = Settings(engines=("vllm",), warmups=args.warmups)
+    reference_settings = Settings(engines=("vllm",), warmups=args.warmups, engine_env=pin_a)
     added_log = work / "added.jsonl"  # B's engine writes it (step mechanism only)
     if args.burn and args.mechanism != "step":
         raise SystemExit("--burn: only the step mechanism can burn the CPU; drop --mechanism")
-    slowed = _slowed_settings(args.mechanism, args.warmups, control, added_log, args.burn)
-    reference = EngineSession(settings, "vllm", work / "a", variant="A")
+    if args.pin and args.mechanism != "step":
+        raise SystemExit(
+            "--pin: only the step mechanism's B takes an environment; drop --mechanism"
+        )
+    slowed = _slowed_settings(args.mechanism, args.warmups, control, added_log, args.burn, pin_b)
+    reference = EngineSession(reference_settings, "vllm", work / "a", variant="A")
     candidate = EngineSession(slowed, "vllm", work / "b", variant="B")
     shuffle = random.Random(args.seed)
     results: dict[tuple[str, float], list[dict[str, Any]]] = {}
