@@ -62,8 +62,6 @@ class Settings:
     # --llmperf-ab-restart: A and B do not both fit; one server at a time (engines/alternation.py)
     ab_restart: bool = False
     ab_minutes: float | None = None  # a time budget per profile besides the pairs
-    # --llmperf-ab-simultaneous: a pair's A and B run at once (gate/ab.py, _both_at_once)
-    ab_simultaneous: bool = False
 
     @property
     def active(self) -> bool:

@@ -447,9 +447,7 @@ class LLMPerf:
         chosen = self.scaled(chosen)
         request = self._gate_request(chosen, tolerances)
         headers, api_key = _auth_headers(self.settings)
-        # Two runs at once would interleave their progress lines into nonsense.
-        simultaneous = self.settings.ab and self.settings.ab_simultaneous
-        progress = None if simultaneous else _progress_printer(self._request.config, chosen)
+        progress = _progress_printer(self._request.config, chosen)
 
         def measure_on(target: Target) -> Callable[[], Measurement]:
             """One measurement of the profile on ``target``: a run, or a sweep's steps."""
@@ -527,7 +525,6 @@ class LLMPerf:
             machine=machine.as_dict() if machine is not None else None,
             # A default metric the test chose not to gate is still shown, pair by pair.
             watch=tuple(AB_TOLERANCES),
-            simultaneous=self.settings.ab_simultaneous,
         )
         result = run_ab(request, measure_a, measure_b)
         if alternation is None or result.ab is None:

@@ -256,15 +256,6 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
     )
     option(
-        ["--llmperf-ab-simultaneous"],
-        "llmperf_ab_simultaneous",
-        "A/B where the machine's own speed changes from second to second (a noisy VM): each "
-        "pair's A and B run at the same time instead of one after the other, sharing the "
-        'machine (docs/ab.md, "Simultaneous pairs"); implies --llmperf-ab',
-        action="store_true",
-        default=None,
-    )
-    option(
         ["--llmperf-ab-budget"],
         "llmperf_ab_budget",
         f"A/B: the most pairs of runs per profile before the verdict is inconclusive "
@@ -487,7 +478,6 @@ def resolve(config: pytest.Config) -> Settings:
         variants=variants,
         ab=ab,
         ab_restart=ab and _flag(_get(config, "ab_restart") or False),
-        ab_simultaneous=ab and _flag(_get(config, "ab_simultaneous") or False),
         ab_budget=None
         if _get(config, "ab_budget") is None
         else _positive_int("--llmperf-ab-budget", _get(config, "ab_budget")),
@@ -510,8 +500,7 @@ def _ab(
     """Whether this is an A/B session, and its variants (with the shorthand's candidate)."""
     raw_args = _get(config, "ab_candidate_args")
     restart = _flag(_get(config, "ab_restart") or False)
-    simultaneous = _flag(_get(config, "ab_simultaneous") or False)
-    ab = _flag(_get(config, "ab") or False) or raw_args is not None or restart or simultaneous
+    ab = _flag(_get(config, "ab") or False) or raw_args is not None or restart
     if not ab:
         return False, variants
     if config.getoption("llmperf_update_baselines"):
@@ -519,12 +508,6 @@ def _ab(
             "--update-baselines with --llmperf-ab: an A/B experiment compares two running "
             "configurations and stores no baseline; run one of them without --llmperf-ab to "
             "record"
-        )
-    if restart and simultaneous:
-        raise ConfigError(
-            "--llmperf-ab-simultaneous with --llmperf-ab-restart: simultaneous pairs need both "
-            "servers up at once, and --llmperf-ab-restart keeps one up at a time; drop one of "
-            "the two options"
         )
     if restart and (
         config.getoption("llmperf_endpoint", default=None) or any(v.endpoint for v in variants)

@@ -8,10 +8,9 @@ the engine's reset), so no run is served from what the other configuration, or i
 previous run, left in a cache. The statistics are in ``paired``.
 
 ``simultaneous`` measures a pair's A and B at the same time instead (two threads, one run
-each): on a VM whose host changes the CPU's speed from second to second, runs seconds apart
-meet different speeds and no order cancels that, while two runs at once meet the same ones
-(docs/ab.md, "Simultaneous pairs"). The price: the two configurations share the machine
-during a run, so each one's load is part of the other's conditions.
+each), for the bench (tests/bench/ab_table.py --simultaneous) and not as an option: on a noisy
+2-core VM it cut the pairs' spread tenfold, but A and B then share the cores, and a 10 %
+slower engine measured as 3 % (docs/ab.md, "Simultaneous pairs, measured").
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ class ABRequest:
     # Metrics whose per-pair ratios are recorded though not gated (``watched_ratios``): what a
     # candidate did to a figure the test chose not to gate, from the very pairs it measured.
     watch: Sequence[str] = ()
-    # Both runs of a pair at once (--llmperf-ab-simultaneous), not one after the other.
+    # Both runs of a pair at once, not one after the other (measured only: see above).
     simultaneous: bool = False
 
 

@@ -182,7 +182,7 @@ def main() -> None:
     parser.add_argument(
         "--simultaneous",
         action="store_true",
-        help="each pair's A and B run at the same time (--llmperf-ab-simultaneous)",
+        help="each pair's A and B run at the same time (gate.ab ABRequest.simultaneous)",
     )
     parser.add_argument(
         "--tolerances",

@@ -25,7 +25,6 @@ def test_help_documents_the_ab_options(pytester: pytest.Pytester) -> None:
         "--llmperf-ab-budget=",
         "--llmperf-ab-minutes=",
         "--llmperf-ab-restart ",
-        "--llmperf-ab-simultaneous",
     ):
         assert option in text, option
     assert "llmperf_ab (" in text
@@ -66,10 +65,6 @@ def test_help_names_the_profiles_with_a_budget_of_their_own(pytester: pytest.Pyt
             ["--engine=vllm,external", "--endpoint=http://127.0.0.1:9", "--llmperf-ab-restart"],
             "*--llmperf-ab-restart: an endpoint is a server the plugin does not start*",
         ),
-        (
-            ["--engine=vllm,sglang", "--llmperf-ab-restart", "--llmperf-ab-simultaneous"],
-            "*--llmperf-ab-simultaneous with --llmperf-ab-restart: simultaneous pairs need*",
-        ),
     ],
 )
 def test_bad_ab_options_are_usage_errors(
@@ -88,24 +83,6 @@ def test_candidate_args_make_a_candidate_variant(pytester: pytest.Pytester) -> N
     )
     result = pytester.runpytest(
         "--engine=vllm", "--llmperf-ab-candidate-args=--max-num-seqs 1", "-p", "no:cacheprovider"
-    )
-    result.assert_outcomes(passed=1)
-
-
-def test_simultaneous_pairs_imply_ab(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    pytester.makepyfile(
-        "def test_x(llmperf_settings):\n"
-        "    assert llmperf_settings.ab\n"
-        "    assert llmperf_settings.ab_simultaneous\n"
-        "    assert not llmperf_settings.ab_restart\n"
-    )
-    result = pytester.runpytest(
-        "--engine=vllm",
-        "--llmperf-ab-candidate-args=--max-num-seqs 1",
-        "--llmperf-ab-simultaneous",
-        "-p",
-        "no:cacheprovider",
     )
     result.assert_outcomes(passed=1)
 
