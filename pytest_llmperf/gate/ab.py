@@ -127,8 +127,9 @@ def _both_at_once(runs: Mapping[str, Callable[[], Measurement]]) -> dict[str, Me
         futures = {who: pool.submit(runs[who]) for who in ("A", "B")}
         return {who: future.result() for who, future in futures.items()}
     finally:
-        # On an interrupt the session's teardown stops both servers, which ends the other
-        # run's requests; waiting here for it would only delay that.
+        # On an interrupt, return to the caller at once: its cleanup stops both servers,
+        # which fails the other run's requests and so ends its thread (the interpreter waits
+        # for it at exit, up to a request timeout). Waiting here would only delay the stop.
         pool.shutdown(wait=False, cancel_futures=True)
 
 
