@@ -119,7 +119,7 @@ def _check(run: Measurement, who: str, gated: Sequence[str], budget: int) -> Non
             )
 
 
-def _both_at_once(runs: Mapping[str, Callable[[], Measurement]]) -> dict[str, Measurement]:
+def both_at_once(runs: Mapping[str, Callable[[], Measurement]]) -> dict[str, Measurement]:
     """A's and B's runs started together, each in a thread of its own. A run that raised
     raises here (A's error before B's, as in a pair run one after the other)."""
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="llmperf-ab")
@@ -189,7 +189,7 @@ def run_ab(
         while True:
             taken: dict[str, Measurement] = {}
             try:
-                together = _both_at_once(runs) if request.simultaneous else {}
+                together = both_at_once(runs) if request.simultaneous else {}
                 for who in ("A", "B") if together else order(len(pairs)):
                     run = together[who] if together else runs[who]()
                     sequence.append(who)

@@ -43,7 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,10 +56,10 @@ from pytest_llmperf.engines.embedded import embedded_engine_args
 from pytest_llmperf.engines.held_interrupts import interrupts_held
 from pytest_llmperf.engines.session import EMBEDDED_ENV, EngineSession, Target
 from pytest_llmperf.engines.tinymodel import SHAPE, generate
-from pytest_llmperf.gate.ab import AB_TOLERANCES
+from pytest_llmperf.gate.ab import AB_TOLERANCES, both_at_once
 from pytest_llmperf.gate.paired import SequentialPlan, simulate
 from pytest_llmperf.measure.profiles import builtin_profiles
-from pytest_llmperf.measure.run import Workloads, measure, scaled_profile
+from pytest_llmperf.measure.run import Measurement, Workloads, measure, scaled_profile
 
 SPREAD_METRICS = tuple(AB_TOLERANCES)  # the metrics the default A/B rule gates
 SIMULATED_EXPERIMENTS = 1000
@@ -203,25 +203,27 @@ def measure_pairs(
 def measure_simultaneous_pairs(
     a: Target, b: Target, profile: Any, workloads: Workloads, settings: Settings, cell: Cell
 ) -> None:
-    """Two pairs into ``cell``, each pair's A and B measured at the same time."""
-    # Build the prompts before the threads do: the tokenizer and the request cache are
-    # shared, and building them twice at once would only race.
-    workloads.requests(profile, a.model, a.embedded)
+    """Two pairs into ``cell``, each pair's A and B measured at the same time, as the A/B
+    loop measures them (``gate.ab.both_at_once``)."""
+    seconds: dict[str, float] = {}  # each side's last run; both are set in every pair
 
-    def timed(target: Target) -> tuple[dict[str, Any], float]:
-        started = time.monotonic()
-        result = measure(target, profile, workloads, settings, headers={})
-        return result.metrics, time.monotonic() - started
+    def timed(who: str, target: Target) -> Callable[[], Measurement]:
+        def run() -> Measurement:
+            started = time.monotonic()
+            result = measure(target, profile, workloads, settings, headers={})
+            seconds[who] = time.monotonic() - started
+            return result
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for _ in range(2):
-            runs = [pool.submit(timed, target) for target in (a, b)]
-            (first, first_s), (second, second_s) = (run.result() for run in runs)
-            for metrics, seconds in ((first, first_s), (second, second_s)):
-                cell.seconds.append(seconds)
-                cell.throughputs.append(float(metrics["total_token_throughput"]))
-            for metric in SPREAD_METRICS:
-                cell.logs[metric].append(math.log(float(second[metric]) / float(first[metric])))
+        return run
+
+    for _ in range(2):
+        runs = both_at_once({"A": timed("A", a), "B": timed("B", b)})
+        for who in ("A", "B"):
+            cell.seconds.append(seconds[who])
+            cell.throughputs.append(float(runs[who].metrics["total_token_throughput"]))
+        for metric in SPREAD_METRICS:
+            ratio = float(runs["B"].metrics[metric]) / float(runs["A"].metrics[metric])
+            cell.logs[metric].append(math.log(ratio))
 
 
 def _row_name(config: str, pairing: str) -> str:
